@@ -1,0 +1,116 @@
+// Transport and Connection: the seam between the executor and the wires.
+//
+// A Transport is created once per communicator. It may publish a small blob of
+// connection info (e.g. a listening address) that every rank learns through
+// the bootstrap allgather, and it creates Connections to single peers.
+//
+// A Connection carries "pieces" in order in both directions between this rank
+// and one peer. Sending: trySend() hands out a free slot, the caller fills it
+// and commitSend()s the byte count. Receiving: tryRecv() shows the next
+// arrived piece, the caller consumes it and releaseRecv()s it. All calls are
+// non-blocking: "nothing yet" is an ok Status with an empty result, and the
+// caller (the executor) decides how to wait. A Connection never learns which
+// collective is running; it only moves bytes.
+//
+// Zero-copy: a connection that supportsRef() lets the sender publish a
+// reference to stable memory of its own instead of bytes (sendRef); the
+// receiver pulls the bytes with readRef() (cross-memory attach). The sender
+// must keep that memory unchanged until sendsDrained() is true.
+//
+// Thread-safety: a Connection is used by one thread at a time.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ferry {
+
+// What every rank publishes about itself at communicator creation.
+struct PeerInfo {
+  int32_t rank = -1;
+  int32_t pid = 0;
+  uint64_t hostHash = 0;     // node identity: equal => same machine (shared memory possible)
+  char hostname[64] = {};
+  uint8_t sockAddr[32] = {}; // socket transport listening address (sockaddr_in / sockaddr_in6)
+  uint8_t reserved[32] = {};
+};
+
+// Everything a transport needs to know about the communicator it serves.
+struct CommContext {
+  int rank = 0;
+  int nranks = 0;
+  uint64_t commHash = 0;            // unique per communicator (names shm segments, checks hellos)
+  uint64_t secret = 0;              // presented on every socket connection
+  const std::vector<PeerInfo>* peers = nullptr;  // filled after the init allgather
+  const std::atomic<bool>* abortFlag = nullptr;  // set by ncclCommAbort / fatal errors
+  int64_t timeoutMs = 30000;        // deadline for connection setup
+};
+
+struct SendSlot {
+  void* data = nullptr;    // nullptr: no free slot right now, try again later
+  size_t capacity = 0;
+};
+
+struct RecvPiece {
+  bool ready = false;      // false: nothing has arrived yet
+  bool isRef = false;      // true: bytes live in the sender's memory; use readRef()
+  const void* data = nullptr;  // inline bytes (when !isRef)
+  size_t size = 0;
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  virtual Status trySend(SendSlot* out) = 0;
+  virtual Status commitSend(size_t bytes) = 0;
+
+  virtual bool supportsRef() const { return false; }
+  // Publish a reference to `bytes` at `src` (stable sender memory). *accepted
+  // is false when no slot is free right now.
+  virtual Status sendRef(const void* src, size_t bytes, bool* accepted);
+
+  virtual Status tryRecv(RecvPiece* out) = 0;
+  // Copy `bytes` from offset `offset` of a ref piece into dst.
+  virtual Status readRef(const RecvPiece& piece, size_t offset, void* dst, size_t bytes);
+  virtual Status releaseRecv() = 0;
+
+  // True when the peer has consumed every piece committed so far.
+  virtual bool sendsDrained() = 0;
+
+  // Move bytes that need a push (sockets); cheap no-op for shared memory.
+  // Reports a dead or misbehaving peer as an error.
+  virtual Status progress() { return Status::ok(); }
+
+  virtual std::string describe() const = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+
+  // Called once before the init allgather: prepare listeners, fill our part
+  // of *self.
+  virtual Status setup(const CommContext& ctx, PeerInfo* self) = 0;
+
+  // Can this transport reach `peer` (after the allgather)?
+  virtual bool canConnect(const CommContext& ctx, const PeerInfo& self,
+                          const PeerInfo& peer) const = 0;
+
+  // Both ranks of the pair call connect() for each other, in any order; it
+  // blocks (bounded by ctx.timeoutMs and the abort flag) until the link is up.
+  virtual Result<std::unique_ptr<Connection>> connect(const CommContext& ctx, int peer) = 0;
+};
+
+// The built-in transports in priority order (first that canConnect wins),
+// honouring NCCL_SHM_DISABLE and friends. Defined in transports/registry.cc.
+std::vector<std::unique_ptr<Transport>> createTransports();
+
+}  // namespace ferry
