@@ -52,6 +52,10 @@ void setThreadRank(int rank);
 // Text of the last WARN logged by this process ("" if none).
 std::string lastError();
 
+// Print "NCCL version ..."-style line once per process when the level is
+// VERSION or above (no host prefix, like NCCL).
+void versionLine(const char* text);
+
 // Re-read NCCL_DEBUG* settings (used by ncclResetDebugInit and tests).
 void reset();
 
