@@ -1,0 +1,79 @@
+// Backoff and Waiter (see wait.h).
+#include "core/wait.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+
+#include "core/config.h"
+
+namespace ferry {
+namespace {
+
+constexpr int64_t kYieldPolls = 200;
+constexpr int64_t kMaxSleepUs = 200;
+// Reading the clock costs more than a spin; check the deadline this rarely.
+constexpr uint32_t kClockEvery = 64;
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+void Backoff::pause() {
+  polls_++;
+  if (polls_ <= spin_) {
+    cpuRelax();
+    return;
+  }
+  int64_t past = polls_ - spin_;
+  if (past <= kYieldPolls) {
+    sched_yield();
+    return;
+  }
+  // 1, 2, 4, ... µs, capped: oversubscribed ranks must leave the core to
+  // whoever owns the data they are waiting for.
+  int64_t step = std::min<int64_t>(past - kYieldPolls - 1, 8);
+  int64_t us = std::min<int64_t>(int64_t(1) << step, kMaxSleepUs);
+  struct timespec ts = {0, static_cast<long>(us * 1000)};
+  nanosleep(&ts, nullptr);
+}
+
+int Backoff::defaultSpinCount() {
+  static std::atomic<int> cached{-1};
+  int v = cached.load(std::memory_order_relaxed);
+  if (v < 0) {
+    int64_t n = config::getInt(config::Param::kSpinCount);
+    v = static_cast<int>(std::clamp<int64_t>(n, 0, 1 << 30));
+    cached.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+Waiter::Waiter(const std::atomic<bool>* abortFlag, int64_t timeoutMs, const char* what)
+    : abort_(abortFlag), timeoutMs_(timeoutMs), what_(what ? what : "waiting") {}
+
+Status Waiter::idle() {
+  if (abort_ && abort_->load(std::memory_order_acquire)) {
+    return remoteError(std::string("communicator aborted while ") + what_);
+  }
+  backoff_.pause();
+  if (timeoutMs_ <= 0) return Status::ok();
+  if (lastProgressMs_ < 0) {
+    lastProgressMs_ = nowMs();
+    idleCalls_ = 0;
+    return Status::ok();
+  }
+  if (++idleCalls_ % kClockEvery != 0) return Status::ok();
+  int64_t idleMs = nowMs() - lastProgressMs_;
+  if (idleMs >= timeoutMs_) {
+    return timeoutError("no progress for " + std::to_string(idleMs) + " ms while " + what_);
+  }
+  return Status::ok();
+}
+
+}  // namespace ferry
