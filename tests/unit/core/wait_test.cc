@@ -1,0 +1,113 @@
+// Backoff phases and Waiter abort/timeout behaviour. Timing bounds are
+// generous: the machine is shared and oversubscribed.
+#include "core/wait.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <thread>
+
+namespace ferry {
+namespace {
+
+int64_t elapsedUs(Clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - since).count();
+}
+
+TEST(Backoff, DefaultSpinCountComesFromConfig) {
+  // FERRY_SPIN_COUNT is not set by ctest; params.def says 2000.
+  if (getenv("FERRY_SPIN_COUNT")) GTEST_SKIP() << "FERRY_SPIN_COUNT set in the environment";
+  EXPECT_EQ(Backoff::defaultSpinCount(), 2000);
+}
+
+TEST(Backoff, SleepsOnceSpinAndYieldPhasesAreOver) {
+  Backoff b(10);
+  for (int i = 0; i < 10 + 200 + 20; i++) b.pause();  // reach the 200 µs cap
+  auto t0 = Clock::now();
+  for (int i = 0; i < 50; i++) b.pause();
+  EXPECT_GE(elapsedUs(t0), 50 * 200);
+  EXPECT_LT(elapsedUs(t0), 2'000'000);
+}
+
+TEST(Backoff, ResetReturnsToSpinning) {
+  Backoff b(1000);
+  for (int i = 0; i < 1300; i++) b.pause();
+  b.reset();
+  // 1000 spin pauses take microseconds; in the sleep phase they would take 200 ms.
+  auto t0 = Clock::now();
+  for (int i = 0; i < 1000; i++) b.pause();
+  EXPECT_LT(elapsedUs(t0), 100'000);
+}
+
+TEST(Waiter, AbortAlreadySet) {
+  std::atomic<bool> abort{true};
+  Waiter w(&abort, 0, "recv from rank 3");
+  Status st = w.idle();
+  EXPECT_EQ(st.code(), Code::kRemote);
+  EXPECT_EQ(st.message(), "communicator aborted while recv from rank 3");
+}
+
+TEST(Waiter, AbortFromAnotherThreadIsSeenPromptly) {
+  std::atomic<bool> abort{false};
+  Waiter w(&abort, 60'000, "send");
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    abort = true;
+  });
+  auto t0 = Clock::now();
+  Status st;
+  while ((st = w.idle()).isOk()) {
+  }
+  int64_t us = elapsedUs(t0);
+  setter.join();
+  EXPECT_EQ(st.code(), Code::kRemote);
+  EXPECT_GE(us, 40'000);
+  EXPECT_LT(us, 2'000'000);
+}
+
+TEST(Waiter, NoDeadlineNoAbort) {
+  Waiter w(nullptr, 0, "forever");
+  for (int i = 0; i < 3000; i++) ASSERT_TRUE(w.idle().isOk());
+}
+
+TEST(Waiter, TimeoutFires) {
+  Waiter w(nullptr, 100, "allreduce step 2");
+  auto t0 = Clock::now();
+  Status st;
+  while ((st = w.idle()).isOk()) {
+  }
+  int64_t us = elapsedUs(t0);
+  EXPECT_EQ(st.code(), Code::kTimeout);
+  EXPECT_TRUE(std::regex_match(st.message(),
+                               std::regex("no progress for \\d+ ms while allreduce step 2")))
+      << st.message();
+  EXPECT_GE(us, 100'000);
+  EXPECT_LT(us, 3'000'000);
+}
+
+TEST(Waiter, ProgressResetsDeadline) {
+  std::atomic<bool> abort{false};
+  Waiter w(&abort, 150, "progressing");
+  auto t0 = Clock::now();
+  auto lastProgress = t0;
+  // 600 ms of waiting with progress every 30 ms: never times out.
+  while (elapsedUs(t0) < 600'000) {
+    if (elapsedUs(lastProgress) >= 30'000) {
+      w.progressed();
+      lastProgress = Clock::now();
+    }
+    ASSERT_TRUE(w.idle().isOk());
+  }
+  // Then progress stops: the timeout counts from the last progress.
+  w.progressed();
+  auto t1 = Clock::now();
+  Status st;
+  while ((st = w.idle()).isOk()) {
+  }
+  EXPECT_EQ(st.code(), Code::kTimeout);
+  EXPECT_GE(elapsedUs(t1), 150'000);
+  EXPECT_LT(elapsedUs(t1), 3'000'000);
+}
+
+}  // namespace
+}  // namespace ferry
