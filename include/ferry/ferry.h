@@ -1,0 +1,37 @@
+/*
+ * ferry.h: Ferry's own extensions to the NCCL API.
+ *
+ * Everything here is C-callable and exported from libferry.so / libnccl.so.2
+ * under a ferry* name, so a program can tell at run time that Ferry (and not
+ * NVIDIA's NCCL) was loaded, e.g. with dlsym(RTLD_DEFAULT, "ferryVersionString").
+ */
+#ifndef FERRY_FERRY_H_
+#define FERRY_FERRY_H_
+
+#include <nccl.h>
+
+/* Marks the symbol for export when the library is built with hidden default
+ * visibility; harmless for applications. */
+#if defined(__GNUC__) || defined(__clang__)
+#define FERRY_API __attribute__((visibility("default")))
+#else
+#define FERRY_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ferry's own release number (not the NCCL version it mimics; that is what
+ * ncclGetVersion reports). */
+FERRY_API ncclResult_t ferryGetVersion(int* major, int* minor, int* patch);
+
+/* Human-readable build description, e.g. "Ferry 0.1.0 (NCCL 2.28.9 ABI)".
+ * Static storage; never NULL. */
+FERRY_API const char* ferryVersionString(void);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* FERRY_FERRY_H_ */
