@@ -1,0 +1,140 @@
+// ferry_allreduce_demo: N forked ranks run float-sum AllReduce over a size
+// sweep through the public NCCL API only, check every result exactly and
+// print nccl-tests-style rows. No MPI: rank 0 makes the ncclUniqueId and
+// hands it over through the launcher's shared region.
+//
+// Buffers are host memory and the stream is NULL; Ferry completes a
+// collective on host buffers before the call returns, so no stream sync.
+
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "tools/demo/bench_options.h"
+#include "tools/demo/bench_report.h"
+#include "tools/demo/bench_sweep.h"
+#include "tools/demo/fork_launch.h"
+
+namespace ferry::bench {
+namespace {
+
+bool ncclOk(ncclResult_t r, ncclComm_t comm, int rank, const char* what) {
+  if (r == ncclSuccess) return true;
+  const char* last = ncclGetLastError(comm);
+  std::fprintf(stderr, "rank %d: Test NCCL failure %s: '%s' (%s)\n", rank, what,
+               ncclGetErrorString(r), last != nullptr ? last : "");
+  return false;
+}
+
+class FerryBackend : public SweepBackend {
+ public:
+  FerryBackend(RankContext& ctx, ncclComm_t comm) : ctx_(ctx), comm_(comm) {}
+
+  bool allReduce(const float* send, float* recv, size_t count) override {
+    return ncclOk(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm_, nullptr), comm_,
+                  ctx_.rank(), "ncclAllReduce");
+  }
+
+  bool barrier() override {
+    token_ = 0;  // in place, so reset: repeated sums would grow without bound
+    return ncclOk(ncclAllReduce(&token_, &token_, 1, ncclFloat, ncclSum, comm_, nullptr), comm_,
+                  ctx_.rank(), "ncclAllReduce (barrier)");
+  }
+
+  // Through the launcher's shared region: each rank posts, all meet, rank 0
+  // reads, all meet again so nobody overwrites a slot rank 0 is reading.
+  bool combine(double seconds, int64_t wrong, double* maxSeconds, int64_t* sumWrong,
+               int* badRanks) override {
+    RankSlot& mine = ctx_.slot(ctx_.rank());
+    mine.value = seconds;
+    mine.wrong = wrong;
+    if (!ctx_.barrier()) return false;
+    if (ctx_.rank() == 0) {
+      *maxSeconds = 0;
+      *sumWrong = 0;
+      *badRanks = 0;
+      for (int r = 0; r < ctx_.nranks(); ++r) {
+        const RankSlot& s = ctx_.slot(r);
+        *maxSeconds = std::max(*maxSeconds, s.value);
+        if (s.wrong > 0) {
+          *sumWrong += s.wrong;
+          *badRanks += 1;
+        }
+      }
+    }
+    return ctx_.barrier();
+  }
+
+ private:
+  RankContext& ctx_;
+  ncclComm_t comm_;
+  float token_ = 0;
+};
+
+void printHeader(Report& report, const Options& o, RankContext& ctx) {
+  int version = 0;
+  ncclGetVersion(&version);
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  report.header("ferry_allreduce_demo nccl-headers=" + std::to_string(NCCL_VERSION_CODE) +
+                    " nccl-library=" + std::to_string(version),
+                o, ctx.nranks(), "max over ranks of each rank's mean per op");
+  report.comment("Using host memory, NULL stream, one process per rank (fork)");
+  for (int r = 0; r < ctx.nranks(); ++r) {
+    char line[320];
+    std::snprintf(line, sizeof line, " Rank %2d Pid %6d on %10s host memory", r,
+                  ctx.slot(r).pid.load(), host);
+    report.comment(line);
+  }
+  report.comment("");
+}
+
+int rankMain(RankContext& ctx, const Options& o) {
+  const int rank = ctx.rank();
+  ncclUniqueId id;
+  if (rank == 0) {
+    if (!ncclOk(ncclGetUniqueId(&id), nullptr, rank, "ncclGetUniqueId")) return kExitLibrary;
+    if (!ctx.publish(&id, sizeof id)) return kExitInternal;
+  } else if (!ctx.receive(&id, sizeof id)) {
+    return kExitInternal;
+  }
+  ncclComm_t comm = nullptr;
+  if (!ncclOk(ncclCommInitRank(&comm, ctx.nranks(), id, rank), nullptr, rank,
+              "ncclCommInitRank")) {
+    return kExitLibrary;
+  }
+  // All pids are in the region once everyone has initialised.
+  if (!ctx.barrier()) return kExitInternal;
+  Report report(stdout, "all_reduce_perf");
+  if (rank == 0) printHeader(report, o, ctx);
+
+  FerryBackend backend(ctx, comm);
+  int code = runAllReduceSweep(o, rank, ctx.nranks(), backend, rank == 0 ? &report : nullptr);
+  if (code == kExitLibrary || code == kExitInternal) {
+    ncclCommAbort(comm);
+  } else if (!ncclOk(ncclCommDestroy(comm), comm, rank, "ncclCommDestroy")) {
+    code = kExitLibrary;
+  }
+  return code;
+}
+
+}  // namespace
+}  // namespace ferry::bench
+
+int main(int argc, char** argv) {
+  using namespace ferry::bench;
+  Options o;
+  std::string error;
+  if (!parseOptions(argc, argv, &o, &error)) {
+    std::fprintf(stderr, "%s: %s\n%s", argv[0], error.c_str(), usage(argv[0], Options()).c_str());
+    return kExitUsage;
+  }
+  if (o.help) {
+    std::fputs(usage(argv[0], Options()).c_str(), stdout);
+    return kExitOk;
+  }
+  return forkLaunch(o.nranks, o.timeoutSec, [&o](RankContext& ctx) { return rankMain(ctx, o); });
+}

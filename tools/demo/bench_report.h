@@ -1,0 +1,62 @@
+// nccl-tests-shaped output: header, one row per size with an out-of-place and
+// an in-place half, and the "Out of bounds" / "Avg bus bandwidth" footer that
+// health-check scripts parse. Column widths match nccl-tests' util.cu.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "tools/demo/bench_options.h"
+
+namespace ferry::bench {
+
+// busbw / algbw for AllReduce: each element crosses 2(n-1) of n links.
+double allReduceBusFactor(int nranks);
+
+// One half of a row. wrong < 0 means "not checked" (printed N/A).
+struct Half {
+  double timeUs = 0;
+  double algbw = 0;  // GB/s, 1e9 bytes/s
+  double busbw = 0;
+  int64_t wrong = -1;
+  int badRanks = 0;  // ranks that saw at least one wrong element
+};
+
+// Builds a Half from a per-op time; algbw = bytes / time.
+Half makeHalf(size_t bytes, double seconds, double busFactor, int64_t wrong, int badRanks);
+
+// "%7.2f" while it fits, then fewer decimals, then exponent form; always 7 wide.
+std::string formatTime(double us);
+std::string formatRowPrefix(size_t bytes, size_t count, const char* type, const char* redop,
+                            int root);
+std::string formatHalf(const Half& h);
+
+class Report {
+ public:
+  Report(FILE* out, const char* testName) : out_(out), testName_(testName) {}
+
+  // toolLine: first line after "# ", e.g. the library version. timing: how
+  // the time column was formed (printed so results are self-describing).
+  void header(const std::string& toolLine, const Options& o, int nranks, const char* timing);
+  // A "#"-prefixed free-form line (rank/pid list, notes).
+  void comment(const std::string& text);
+  void row(size_t bytes, size_t count, const char* type, const char* redop, int root,
+           const Half& outOfPlace, const Half& inPlace);
+  void footer();
+
+  int64_t outOfBounds() const { return outOfBounds_; }
+  double avgBusBw() const { return halves_ ? busSum_ / halves_ : 0.0; }
+
+ private:
+  void account(const Half& h);
+
+  FILE* out_;
+  const char* testName_;
+  int64_t outOfBounds_ = 0;
+  double busSum_ = 0;
+  int64_t halves_ = 0;
+};
+
+}  // namespace ferry::bench

@@ -1,0 +1,104 @@
+#include "tools/demo/bench_sweep.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "tools/demo/bench_data.h"
+#include "tools/demo/fork_launch.h"
+
+namespace ferry::bench {
+
+float* allocFloats(size_t count) {
+  size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
+  if (bytes == 0) bytes = 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (p != nullptr) std::memset(p, 0, bytes);
+  return static_cast<float*>(p);
+}
+
+void freeFloats(float* p) { std::free(p); }
+
+namespace {
+
+struct Measured {
+  Half half;
+  bool ok = false;
+};
+
+// One placement (out-of-place or in-place) of one size.
+Measured measure(const Options& o, size_t sizeIndex, size_t count, int rank, int nranks,
+                 float* send, float* recv, bool inPlace, SweepBackend& be) {
+  Measured m;
+  float* in = inPlace ? recv : send;
+  fillInput(in, count, 0, rank);
+  for (int i = 0; i < o.warmup; ++i) {
+    if (!be.allReduce(in, recv, count)) return m;
+  }
+  if (!be.barrier()) return m;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.iters; ++i) {
+    if (!be.allReduce(in, recv, count)) return m;
+  }
+  auto t1 = std::chrono::steady_clock::now();
+  double secs = std::chrono::duration<double>(t1 - t0).count() / o.iters;
+
+  int64_t wrong = o.check > 0 ? 0 : -1;
+  for (int c = 0; c < o.check; ++c) {
+    uint64_t seed = checkSeed(sizeIndex, c);
+    fillInput(in, count, seed, rank);
+    if (!be.allReduce(in, recv, count)) return m;
+    wrong += countWrong(recv, count, seed, nranks);
+    if (wrong > 0) break;  // as nccl-tests: stop at the first failing repetition
+  }
+  double maxSecs = 0;
+  int64_t sumWrong = 0;
+  int badRanks = 0;
+  if (!be.combine(secs, wrong, &maxSecs, &sumWrong, &badRanks)) return m;
+  size_t bytes = count * sizeof(float);
+  m.half = makeHalf(bytes, maxSecs, allReduceBusFactor(nranks), o.check > 0 ? sumWrong : -1,
+                    badRanks);
+  m.ok = true;
+  return m;
+}
+
+}  // namespace
+
+int runAllReduceSweep(const Options& o, int rank, int nranks, SweepBackend& be, Report* report) {
+  size_t maxCount = o.maxBytes / sizeof(float);
+  float* send = allocFloats(maxCount);
+  float* recv = allocFloats(maxCount);
+  if (send == nullptr || recv == nullptr) {
+    std::fprintf(stderr, "rank %d: cannot allocate 2 x %zu bytes\n", rank, o.maxBytes);
+    freeFloats(send);
+    freeFloats(recv);
+    return kExitInternal;
+  }
+  int code = kExitOk;
+  std::vector<size_t> sizes = sweepSizes(o, sizeof(float));
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    size_t count = sizes[k] / sizeof(float);
+    Measured oop = measure(o, k, count, rank, nranks, send, recv, false, be);
+    if (!oop.ok) {
+      code = kExitLibrary;
+      break;
+    }
+    Measured ip = measure(o, k, count, rank, nranks, send, recv, true, be);
+    if (!ip.ok) {
+      code = kExitLibrary;
+      break;
+    }
+    if (report != nullptr) report->row(sizes[k], count, "float", "sum", -1, oop.half, ip.half);
+  }
+  freeFloats(send);
+  freeFloats(recv);
+  if (report != nullptr && code == kExitOk) {
+    report->footer();
+    if (report->outOfBounds() > 0) code = kExitWrong;
+  }
+  return code;
+}
+
+}  // namespace ferry::bench
