@@ -1,0 +1,55 @@
+// Bootstrap wire formats. Everything is sent in host byte order: the library
+// requires all ranks to run the same build on the same architecture.
+//
+// Every connection opens with a ConnHeader (the id's secret and a type).
+// Check-in (rank -> root): ConnHeader{kCheckIn} CheckIn; the root answers
+//   RootReply{status 0, nranks * 28 bytes} + the table of listen addresses,
+//   or RootReply{status != 0, n} + n bytes of error text.
+// Ring (rank -> rank+1): ConnHeader{kRing} RingHello.
+// Point-to-point (any -> any): ConnHeader{kP2p} P2pHeader + size bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "net/sock_addr.h"
+
+namespace ferry::bootstrap {
+
+enum ConnType : uint32_t {
+  kCheckIn = 1,  // NCCL's "Bootstrap" socket type
+  kRing = 16,
+  kP2p = 17,
+};
+
+struct __attribute__((packed)) ConnHeader {
+  uint64_t secret;
+  uint32_t type;
+};
+
+struct __attribute__((packed)) CheckIn {
+  int32_t rank;
+  int32_t nranks;
+  uint8_t addr[SockAddr::kPackedBytes];  // the rank's bootstrap listen address
+};
+
+struct __attribute__((packed)) RootReply {
+  int32_t status;  // 0 ok, else error text follows
+  uint32_t bytes;
+};
+
+struct __attribute__((packed)) RingHello {
+  int32_t rank;
+};
+
+struct __attribute__((packed)) P2pHeader {
+  int32_t rank;
+  int32_t tag;
+  uint64_t size;
+};
+
+// Largest error text the root sends back.
+constexpr uint32_t kMaxReplyText = 1024;
+// Largest point-to-point message accepted (sanity bound against garbage).
+constexpr uint64_t kMaxP2pBytes = uint64_t(1) << 32;
+
+}  // namespace ferry::bootstrap

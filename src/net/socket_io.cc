@@ -1,0 +1,94 @@
+// Moving bytes over the non-blocking sockets of socket.h.
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "net/socket.h"
+
+namespace ferry {
+namespace {
+
+Status peerGone(const Socket& s, int err) {
+  if (err == 0) return remoteError("socket: connection closed by peer " + s.peer().toString());
+  return remoteError("socket: connection to " + s.peer().toString() + " failed: " +
+                     std::strerror(err));
+}
+
+bool peerError(int err) { return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT; }
+
+// Shared loop for sendAll/recvAll/sendRecvAll: `out`/`in` may be null.
+Status transfer(const Socket* out, const char* sdata, size_t sbytes, const Socket* in, char* rdata,
+                size_t rbytes, const Until& until) {
+  size_t sent = 0, got = 0;
+  while (sent < sbytes || got < rbytes) {
+    bool moved = false;
+    if (sent < sbytes) {
+      FERRY_ASSIGN(size_t n, sendSome(*out, sdata + sent, sbytes - sent));
+      sent += n;
+      moved = moved || n > 0;
+    }
+    if (got < rbytes) {
+      FERRY_ASSIGN(size_t n, recvSome(*in, rdata + got, rbytes - got));
+      got += n;
+      moved = moved || n > 0;
+    }
+    if (moved) continue;
+    const Socket* who = got < rbytes ? in : out;
+    if (until.expired()) {
+      return until.check(got < rbytes ? "receiving from " + who->peer().toString()
+                                      : "sending to " + who->peer().toString());
+    }
+    pollfd p[2];
+    int np = 0;
+    if (sent < sbytes) p[np++] = {out->fd(), POLLOUT, 0};
+    if (got < rbytes) p[np++] = {in->fd(), POLLIN, 0};
+    if (::poll(p, np, until.sliceMs()) < 0 && errno != EINTR) {
+      return systemError(std::string("poll failed: ") + std::strerror(errno));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<size_t> sendSome(const Socket& s, const void* data, size_t bytes) {
+  while (true) {
+    ssize_t n = ::send(s.fd(), data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t(0);
+    if (peerError(errno)) return peerGone(s, errno);
+    return systemError("send to " + s.peer().toString() + " failed: " + std::strerror(errno));
+  }
+}
+
+Result<size_t> recvSome(const Socket& s, void* data, size_t bytes) {
+  if (bytes == 0) return size_t(0);
+  while (true) {
+    ssize_t n = ::recv(s.fd(), data, bytes, MSG_DONTWAIT);
+    if (n > 0) return static_cast<size_t>(n);
+    if (n == 0) return peerGone(s, 0);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t(0);
+    if (peerError(errno)) return peerGone(s, errno);
+    return systemError("recv from " + s.peer().toString() + " failed: " + std::strerror(errno));
+  }
+}
+
+Status sendAll(const Socket& s, const void* data, size_t bytes, const Until& until) {
+  return transfer(&s, static_cast<const char*>(data), bytes, nullptr, nullptr, 0, until);
+}
+
+Status recvAll(const Socket& s, void* data, size_t bytes, const Until& until) {
+  return transfer(nullptr, nullptr, 0, &s, static_cast<char*>(data), bytes, until);
+}
+
+Status sendRecvAll(const Socket& out, const void* sdata, size_t sbytes, const Socket& in,
+                   void* rdata, size_t rbytes, const Until& until) {
+  return transfer(&out, static_cast<const char*>(sdata), sbytes, &in, static_cast<char*>(rdata),
+                  rbytes, until);
+}
+
+}  // namespace ferry
