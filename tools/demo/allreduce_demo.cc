@@ -89,7 +89,7 @@ void printHeader(Report& report, const Options& o, RankContext& ctx) {
                   ctx.slot(r).pid.load(), host);
     report.comment(line);
   }
-  report.comment("");
+  report.columns();
 }
 
 int rankMain(RankContext& ctx, const Options& o) {

@@ -63,7 +63,12 @@ void Report::header(const std::string& toolLine, const Options& o, int nranks,
                  o.minBytes, o.maxBytes, o.stepBytes);
   }
   std::fprintf(out_, " warmup iters: %d iters: %d validation: %d\n", o.warmup, o.iters, o.check);
-  std::fprintf(out_, "# Time: %s\n#\n", timing);
+  std::fprintf(out_, "# Time: %s\n", timing);
+  std::fflush(out_);
+}
+
+void Report::columns() {
+  std::fprintf(out_, "#\n");
   std::fprintf(out_,
                "#                                                              out-of-place"
                "                       in-place\n"

@@ -40,8 +40,11 @@ class Report {
   // toolLine: first line after "# ", e.g. the library version. timing: how
   // the time column was formed (printed so results are self-describing).
   void header(const std::string& toolLine, const Options& o, int nranks, const char* timing);
-  // A "#"-prefixed free-form line (rank/pid list, notes).
+  // A "#"-prefixed free-form line (rank/pid list, notes), between header()
+  // and columns().
   void comment(const std::string& text);
+  // The two-line column header; rows follow.
+  void columns();
   void row(size_t bytes, size_t count, const char* type, const char* redop, int root,
            const Half& outOfPlace, const Half& inPlace);
   void footer();
