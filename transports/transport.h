@@ -38,7 +38,8 @@ struct PeerInfo {
   uint64_t hostHash = 0;     // node identity: equal => same machine (shared memory possible)
   char hostname[64] = {};
   uint8_t sockAddr[32] = {}; // socket transport listening address (sockaddr_in / sockaddr_in6)
-  uint8_t reserved[32] = {};
+  uint64_t nonce = 0;        // random per process: makes commHash unique per job
+  uint8_t reserved[24] = {};
 };
 
 // Everything a transport needs to know about the communicator it serves.
@@ -87,6 +88,10 @@ class Connection {
   // Move bytes that need a push (sockets); cheap no-op for shared memory.
   // Reports a dead or misbehaving peer as an error.
   virtual Status progress() { return Status::ok(); }
+
+  // This side gave up (error or abort): make the peer's waits fail promptly
+  // instead of running into their timeout.
+  virtual void markFailed() {}
 
   virtual std::string describe() const = 0;
 };

@@ -28,6 +28,9 @@ namespace ferry {
 // (magic), then the root's socket address (sockaddr_in/in6, 28 bytes); the
 // rest zero (NCCL's layout).
 Status createUniqueId(ncclUniqueId* out);
+// Always a new random secret and a root of our own, ignoring NCCL_COMM_ID
+// (child communicators of ncclCommSplit need their own rendezvous).
+Status createFreshUniqueId(ncclUniqueId* out);
 
 class Bootstrap {
  public:

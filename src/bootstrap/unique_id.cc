@@ -53,6 +53,11 @@ Status createUniqueId(ncclUniqueId* out) {
     FERRY_INFO(log::kBootstrap, "Bootstrap: root at NCCL_COMM_ID %s", root.toString().c_str());
     return Status::ok();
   }
+  return createFreshUniqueId(out);
+}
+
+Status createFreshUniqueId(ncclUniqueId* out) {
+  using namespace bootstrap;
   FERRY_ASSIGN(std::vector<NetIf> ifs, findInterfaces(1));
   FERRY_ASSIGN(Socket listener, listenSocket(ifs[0].addr));
   IdContents c{randomSecret(), listener.peer()};

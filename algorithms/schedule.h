@@ -1,0 +1,98 @@
+// Schedule: what one rank does for one collective, as data-independent steps.
+//
+// Algorithms (ring, direct, ...) turn a CollArgs into a Schedule; the executor
+// (src/exec/) runs it over Connections. A schedule names peers and byte ranges
+// of the user's input/output buffers, never pointers, so it can be built and
+// tested without a network or memory, and the same schedule could run on host
+// or device memory.
+//
+// A Schedule is a set of Lanes that progress concurrently; the Steps of a lane
+// run in order. Within one Schedule a (peer, direction) pair is used by at most
+// one lane, so pieces on a connection never interleave between lanes. A step
+// is split by the executor into pieces and pipelined through the connection's
+// FIFO, so a long step still overlaps with the neighbours' work.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ferry {
+
+enum class CollKind : uint8_t {
+  kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kGather, kScatter,
+  kSendRecv,  // a batch of point-to-point operations from one group
+};
+const char* collName(CollKind k);
+
+// Buffers are numbered: a collective has its input (0) and output (1); a
+// point-to-point batch has one buffer per operation, in batch order.
+constexpr uint32_t kInputBuf = 0;
+constexpr uint32_t kOutputBuf = 1;
+
+struct Region {
+  uint32_t buf = kInputBuf;
+  size_t offset = 0;  // bytes from the start of that buffer
+};
+
+enum class StepKind : uint8_t {
+  kCopy,                // dst = src (scaled / divided per flags)
+  kSend,                // send src to sendPeer
+  kRecv,                // dst = recv from recvPeer
+  kRecvReduceSend,      // send (recv OP src)
+  kRecvReduceCopy,      // dst = recv OP src
+  kRecvReduceCopySend,  // dst = recv OP src; send dst
+  kRecvCopySend,        // dst = recv; send it on
+};
+const char* stepName(StepKind k);
+
+struct Step {
+  StepKind kind = StepKind::kCopy;
+  int sendPeer = -1;
+  int recvPeer = -1;
+  Region src;
+  Region dst;
+  size_t bytes = 0;
+  bool scaleSrc = false;    // PreMulSum: this rank's own input enters here, multiply it
+  bool finalValue = false;  // this step produces final values: apply Avg's division
+};
+
+struct Lane {
+  std::vector<Step> steps;
+};
+
+struct Schedule {
+  std::string algorithm;    // "ring", "direct", ...
+  std::vector<Lane> lanes;
+};
+
+// One point-to-point operation of a group (for CollKind::kSendRecv).
+struct P2pOp {
+  bool isSend = false;
+  int peer = -1;
+  size_t bytes = 0;         // buffer index = position of the op in the batch
+};
+
+struct CollArgs {
+  CollKind kind = CollKind::kAllReduce;
+  int rank = 0;
+  int nranks = 1;
+  int root = 0;
+  size_t count = 0;         // NCCL's count argument (per rank block for gather-like ops)
+  size_t elemSize = 1;
+  bool inPlace = false;     // input and output are the same memory as NCCL defines it
+};
+
+// Schedules of the built-in algorithms (algorithms/*.cc).
+Schedule ringSchedule(const CollArgs& a);
+Schedule directSchedule(const CollArgs& a);
+Schedule p2pSchedule(int rank, const std::vector<P2pOp>& ops);
+
+// Byte offset of block c when `total` elements are split evenly into n blocks
+// (blocks differ by at most one element; every rank computes the same split).
+inline size_t blockStart(size_t total, int n, int c, size_t elemSize) {
+  return static_cast<size_t>((static_cast<unsigned __int128>(total) * c) / n) * elemSize;
+}
+
+}  // namespace ferry

@@ -1,0 +1,192 @@
+// Collective and point-to-point entry points: validate, describe the
+// operation as a task, hand it to the group engine.
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "api/edge.h"
+#include "api/exports.h"
+#include "comm/group.h"
+
+namespace ferry::api {
+namespace {
+
+struct CollCall {
+  const char* fn;
+  CollKind kind;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  int root;
+  bool reduces;
+  bool rooted;
+};
+
+Result<ReduceSpec> reduceSpec(Comm* c, ncclRedOp_t op, kernels::DType t) {
+  ReduceSpec r;
+  r.dtype = t;
+  int v = static_cast<int>(op);
+  if (v >= 0 && v < ncclNumOps) {
+    r.op = v == ncclAvg ? kernels::Op::kSum : static_cast<kernels::Op>(v);
+    if (v == ncclAvg) r.divisor = static_cast<uint64_t>(c->nranks());
+    return r;
+  }
+  const PremulOp* p = c->premul(v);
+  if (!p) return invalidArgument("invalid reduction operation " + std::to_string(v));
+  if (p->dtype != t)
+    return invalidArgument("PreMulSum operation " + std::to_string(v) + " was created for " +
+                           kernels::name(p->dtype) + ", used with " + kernels::name(t));
+  r.op = kernels::Op::kSum;
+  r.premul = true;
+  r.scalar = p->scalar;
+  return r;
+}
+
+// Which buffers this rank must supply for a collective (NCCL semantics).
+void significance(const CollCall& k, int rank, bool* needSend, bool* needRecv) {
+  bool isRoot = rank == k.root;
+  *needSend = *needRecv = true;
+  if (k.kind == CollKind::kBroadcast || k.kind == CollKind::kScatter) *needSend = isRoot;
+  if (k.kind == CollKind::kReduce || k.kind == CollKind::kGather) *needRecv = isRoot;
+}
+
+bool detectInPlace(const CollCall& k, int rank, size_t block) {
+  const char* s = static_cast<const char*>(k.sendbuff);
+  const char* r = static_cast<const char*>(k.recvbuff);
+  switch (k.kind) {
+    case CollKind::kAllGather: case CollKind::kGather: return s == r + rank * block;
+    case CollKind::kReduceScatter: case CollKind::kScatter: return r == s + rank * block;
+    default: return s == r;
+  }
+}
+
+Status submit(const CollCall& k, ncclComm_t comm) {
+  FERRY_ASSIGN(Comm * c, readyComm(comm));
+  FERRY_ASSIGN(kernels::DType t, checkType(k.type));
+  size_t e = kernels::sizeOf(t);
+  FERRY_TRY(checkSize(k.count, e, static_cast<size_t>(c->nranks())));
+  if (k.rooted) FERRY_TRY(checkRank(k.root, c->nranks(), "root"));
+  CollTask task;
+  task.comm = c;
+  if (k.reduces) {
+    FERRY_ASSIGN(task.reduce, reduceSpec(c, k.op, t));
+  }
+  bool needSend, needRecv;
+  significance(k, c->rank(), &needSend, &needRecv);
+  if (k.count > 0 && needSend) FERRY_TRY(checkPtr(k.sendbuff, "sendbuff"));
+  if (k.count > 0 && needRecv) FERRY_TRY(checkPtr(k.recvbuff, "recvbuff"));
+  task.args = CollArgs{k.kind, c->rank(), c->nranks(), k.root, k.count, e, false};
+  task.args.inPlace = needSend && needRecv && detectInPlace(k, c->rank(), k.count * e);
+  task.sendbuff = k.sendbuff;
+  task.recvbuff = k.recvbuff;
+  FERRY_INFO(log::kColl, "%s: sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "
+             "[nranks=%d]", k.fn, k.sendbuff, k.recvbuff, k.count, static_cast<int>(k.type),
+             static_cast<int>(k.op), k.root, static_cast<void*>(c), c->nranks());
+  if (k.count == 0) return Status::ok();
+  if (k.kind == CollKind::kAllToAll && task.args.inPlace) {
+    // Blocks are received while others are still being sent: work on a copy.
+    auto copy = std::make_shared<std::vector<char>>(k.count * e * c->nranks());
+    std::memcpy(copy->data(), k.sendbuff, copy->size());
+    task.keepAlive = copy;
+    task.sendbuff = copy->data();
+    task.args.inPlace = false;
+  }
+  return enqueueColl(task);
+}
+
+ncclResult_t coll(const CollCall& k, ncclComm_t comm) {
+  return guard(k.fn, [&] { return submit(k, comm); });
+}
+
+Status submitP2p(const char* fn, bool isSend, void* buf, size_t count, ncclDataType_t type,
+                 int peer, ncclComm_t comm) {
+  FERRY_ASSIGN(Comm * c, readyComm(comm));
+  FERRY_ASSIGN(kernels::DType t, checkType(type));
+  size_t e = kernels::sizeOf(t);
+  FERRY_TRY(checkSize(count, e, 1));
+  FERRY_TRY(checkRank(peer, c->nranks(), "peer"));
+  if (count > 0) FERRY_TRY(checkPtr(buf, isSend ? "sendbuff" : "recvbuff"));
+  FERRY_INFO(log::kColl, "%s: buff %p count %zu datatype %d peer %d comm %p [nranks=%d]", fn, buf,
+             count, static_cast<int>(type), peer, static_cast<void*>(c), c->nranks());
+  return enqueueP2p(P2pTask{c, isSend, peer, count * e, buf});
+}
+
+}  // namespace
+}  // namespace ferry::api
+
+using ferry::CollKind;
+using ferry::api::coll;
+using ferry::api::CollCall;
+
+FERRY_EXPORT(ncclResult_t, ncclAllReduce, (const void* sendbuff, void* recvbuff, size_t count,
+             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)) {
+  return coll({"ncclAllReduce", CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0,
+               true, false}, comm);
+}
+
+FERRY_EXPORT(ncclResult_t, ncclBroadcast, (const void* sendbuff, void* recvbuff, size_t count,
+             ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)) {
+  return coll({"ncclBroadcast", CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum,
+               root, false, true}, comm);
+}
+
+FERRY_EXPORT(ncclResult_t, ncclBcast, (void* buff, size_t count, ncclDataType_t datatype, int root,
+             ncclComm_t comm, cudaStream_t stream)) {
+  return coll({"ncclBcast", CollKind::kBroadcast, buff, buff, count, datatype, ncclSum, root, false,
+               true}, comm);
+}
+
+FERRY_EXPORT(ncclResult_t, ncclReduce, (const void* sendbuff, void* recvbuff, size_t count,
+             ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+             cudaStream_t stream)) {
+  return coll({"ncclReduce", CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, true,
+               true}, comm);
+}
+
+FERRY_EXPORT(ncclResult_t, ncclAllGather, (const void* sendbuff, void* recvbuff, size_t sendcount,
+             ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)) {
+  return coll({"ncclAllGather", CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype,
+               ncclSum, 0, false, false}, comm);
+}
+
+FERRY_EXPORT(ncclResult_t, ncclReduceScatter, (const void* sendbuff, void* recvbuff,
+             size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+             cudaStream_t stream)) {
+  return coll({"ncclReduceScatter", CollKind::kReduceScatter, sendbuff, recvbuff, recvcount,
+               datatype, op, 0, true, false}, comm);
+}
+
+FERRY_EXPORT(ncclResult_t, ncclAlltoAll, (const void* sendbuff, void* recvbuff, size_t count,
+             ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)) {
+  return coll({"ncclAlltoAll", CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, ncclSum, 0,
+               false, false}, comm);
+}
+
+FERRY_EXPORT(ncclResult_t, ncclGather, (const void* sendbuff, void* recvbuff, size_t count,
+             ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)) {
+  return coll({"ncclGather", CollKind::kGather, sendbuff, recvbuff, count, datatype, ncclSum, root,
+               false, true}, comm);
+}
+
+FERRY_EXPORT(ncclResult_t, ncclScatter, (const void* sendbuff, void* recvbuff, size_t count,
+             ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)) {
+  return coll({"ncclScatter", CollKind::kScatter, sendbuff, recvbuff, count, datatype, ncclSum, root,
+               false, true}, comm);
+}
+
+FERRY_EXPORT(ncclResult_t, ncclSend, (const void* sendbuff, size_t count, ncclDataType_t datatype,
+             int peer, ncclComm_t comm, cudaStream_t stream)) {
+  return ferry::api::guard("ncclSend", [&] {
+    return ferry::api::submitP2p("ncclSend", true, const_cast<void*>(sendbuff), count, datatype,
+                                 peer, comm);
+  });
+}
+
+FERRY_EXPORT(ncclResult_t, ncclRecv, (void* recvbuff, size_t count, ncclDataType_t datatype,
+             int peer, ncclComm_t comm, cudaStream_t stream)) {
+  return ferry::api::guard("ncclRecv", [&] {
+    return ferry::api::submitP2p("ncclRecv", false, recvbuff, count, datatype, peer, comm);
+  });
+}

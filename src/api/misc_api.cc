@@ -1,0 +1,182 @@
+// Version, errors, groups, reduction operators, memory and registration.
+#include <sys/mman.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <ferry/ferry.h>
+
+#include "api/edge.h"
+#include "api/exports.h"
+#include "comm/group.h"
+#include "core/config.h"
+
+using namespace ferry;
+using namespace ferry::api;
+
+FERRY_EXPORT(ncclResult_t, ncclGetVersion, (int* version)) {
+  return guard("ncclGetVersion", [&]() -> Status {
+    FERRY_TRY(checkPtr(version, "version"));
+    *version = NCCL_VERSION_CODE;
+    return Status::ok();
+  });
+}
+
+FERRY_EXPORT(const char*, ncclGetErrorString, (ncclResult_t result)) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+FERRY_EXPORT(const char*, ncclGetLastError, (ncclComm_t comm)) {
+  // Process-wide like NCCL; the string lives in thread-local storage so the
+  // pointer stays valid until this thread asks again.
+  thread_local std::string last;
+  last = log::lastError();
+  return last.c_str();
+}
+
+FERRY_EXPORT(void, ncclResetDebugInit, (void)) { log::reset(); }
+
+FERRY_EXPORT_STRONG(void, ncclResetDebugInitInternal, (void)) { log::reset(); }
+
+FERRY_EXPORT(ncclResult_t, ncclGroupStart, (void)) {
+  return guard("ncclGroupStart", [] { return groupStart(); });
+}
+
+FERRY_EXPORT(ncclResult_t, ncclGroupEnd, (void)) {
+  return guard("ncclGroupEnd", [] { return groupEnd(); });
+}
+
+FERRY_EXPORT(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t* simInfo)) {
+  return guard("ncclGroupSimulateEnd", [&]() -> Status {
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    if (simInfo) {
+      size_t size = 0;
+      std::memcpy(&size, simInfo, sizeof(size));
+      std::memcpy(&info, simInfo, std::min(size, sizeof(info)));
+      if (info.magic != 0x74685283)
+        return invalidArgument("simInfo was not initialized with NCCL_SIM_INFO_INITIALIZER");
+    }
+    float us = 0;
+    FERRY_TRY(groupSimulateEnd(&us));
+    info.estimatedTime = us;
+    if (simInfo) {
+      size_t size = 0;
+      std::memcpy(&size, simInfo, sizeof(size));
+      std::memcpy(simInfo, &info, std::min(size, sizeof(info)));
+    }
+    return Status::ok();
+  });
+}
+
+FERRY_EXPORT(ncclResult_t, ncclRedOpCreatePreMulSum, (ncclRedOp_t* op, void* scalar,
+             ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm)) {
+  return guard("ncclRedOpCreatePreMulSum", [&]() -> Status {
+    FERRY_ASSIGN(Comm * c, liveComm(comm));
+    FERRY_TRY(checkPtr(op, "op"));
+    FERRY_TRY(checkPtr(scalar, "scalar"));
+    FERRY_ASSIGN(kernels::DType t, checkType(datatype));
+    if (residence != ncclScalarHostImmediate && residence != ncclScalarDevice)
+      return invalidArgument("invalid scalar residence " + std::to_string(residence));
+    // Host memory only: a "device" scalar is host memory too, read now.
+    *op = static_cast<ncclRedOp_t>(c->addPremul(PremulOp{t, kernels::scalarFromBytes(t, scalar)}));
+    return Status::ok();
+  });
+}
+
+FERRY_EXPORT(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm)) {
+  return guard("ncclRedOpDestroy", [&]() -> Status {
+    FERRY_ASSIGN(Comm * c, liveComm(comm));
+    if (static_cast<int>(op) < ncclNumOps)
+      return invalidArgument("ncclRedOpDestroy: built-in operation " + std::to_string(op) +
+                             " cannot be destroyed");
+    return c->removePremul(op);
+  });
+}
+
+namespace {
+std::mutex gAllocMu;
+std::map<void*, size_t>& allocations() {
+  static std::map<void*, size_t> m;
+  return m;
+}
+}  // namespace
+
+FERRY_EXPORT(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
+  return guard("ncclMemAlloc", [&]() -> Status {
+    FERRY_TRY(checkPtr(ptr, "ptr"));
+    if (size == 0) return invalidArgument("size is 0");
+    // Page-aligned host memory (what registration and CMA like best).
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return systemError("ncclMemAlloc: mmap of " + std::to_string(size) + " bytes failed");
+    std::lock_guard<std::mutex> lk(gAllocMu);
+    allocations()[p] = size;
+    *ptr = p;
+    return Status::ok();
+  });
+}
+
+FERRY_EXPORT(ncclResult_t, ncclMemFree, (void* ptr)) {
+  return guard("ncclMemFree", [&]() -> Status {
+    if (ptr == nullptr) return Status::ok();
+    std::lock_guard<std::mutex> lk(gAllocMu);
+    auto it = allocations().find(ptr);
+    if (it == allocations().end()) return invalidArgument("ptr was not allocated by ncclMemAlloc");
+    munmap(it->first, it->second);
+    allocations().erase(it);
+    return Status::ok();
+  });
+}
+
+namespace {
+struct Registration {
+  void* comm;
+  void* buff;
+  size_t size;
+};
+}  // namespace
+
+FERRY_EXPORT(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size,
+             void** handle)) {
+  return guard("ncclCommRegister", [&]() -> Status {
+    FERRY_ASSIGN(Comm * c, liveComm(comm));
+    FERRY_TRY(checkPtr(handle, "handle"));
+    if (size > 0) FERRY_TRY(checkPtr(buff, "buff"));
+    // Host buffers need no pinning; the handle records the range.
+    *handle = new Registration{c, buff, size};
+    return Status::ok();
+  });
+}
+
+FERRY_EXPORT(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle)) {
+  return guard("ncclCommDeregister", [&]() -> Status {
+    FERRY_ASSIGN(Comm * c, liveComm(comm));
+    FERRY_TRY(checkPtr(handle, "handle"));
+    auto* r = static_cast<Registration*>(handle);
+    if (r->comm != c) return invalidArgument("handle was registered with another communicator");
+    delete r;
+    return Status::ok();
+  });
+}
+
+extern "C" FERRY_API ncclResult_t ferryGetVersion(int* major, int* minor, int* patch) {
+  if (!major || !minor || !patch) return ncclInvalidArgument;
+  *major = FERRY_VERSION_MAJOR;
+  *minor = FERRY_VERSION_MINOR;
+  *patch = FERRY_VERSION_PATCH;
+  return ncclSuccess;
+}
+
+extern "C" FERRY_API const char* ferryVersionString(void) {
+  return "Ferry " FERRY_VERSION_STRING " (NCCL 2.28.9 ABI, host memory)";
+}

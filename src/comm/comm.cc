@@ -1,0 +1,244 @@
+#include "comm/comm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "comm/host_id.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/wait.h"
+
+namespace ferry {
+
+Comm::Comm(int rank, int nranks, CommConfig config)
+    : rank_(rank), nranks_(nranks), config_(std::move(config)) {
+  timeoutMs_ = config::getInt(config::Param::kTimeoutMs);
+  peerCheckMs_ = std::max<int64_t>(1, config::getInt(config::Param::kPeerCheckMs));
+  execOptions_.allowRefs = !config::getBool(config::Param::kP2pDisable);
+  execOptions_.refThreshold = static_cast<size_t>(
+      std::max<int64_t>(1, config::getInt(config::Param::kCmaThreshold)));
+  asyncResult_.store(ncclInProgress);
+}
+
+Comm::~Comm() {
+  joinInit();
+  for (auto& c : conns_) c.reset();
+}
+
+void Comm::initAsync(const ncclUniqueId& id) {
+  initThread_ = std::thread([this, id] { (void)init(id); });
+}
+
+void Comm::joinInit() {
+  if (initThread_.joinable()) initThread_.join();
+}
+
+Status Comm::init(const ncclUniqueId& id) {
+  log::setThreadRank(rank_);
+  int64_t initTimeout = config::getInt(config::Param::kInitTimeoutMs);
+  Status st = [&]() -> Status {
+    FERRY_ASSIGN(bootstrap_, Bootstrap::create(id, rank_, nranks_, &abort_, initTimeout));
+    return setupPeers();
+  }();
+  if (!st.isOk()) {
+    fail(st);
+    return st;
+  }
+  ready_.store(true);
+  asyncResult_.store(ncclSuccess);
+  logTopology();
+  return Status::ok();
+}
+
+Status Comm::setupPeers() {
+  ctx_.rank = rank_;
+  ctx_.nranks = nranks_;
+  ctx_.secret = bootstrap_->secret();
+  ctx_.abortFlag = &abort_;
+  ctx_.timeoutMs = config::getInt(config::Param::kInitTimeoutMs);
+  transports_ = createTransports();
+  peers_.assign(nranks_, PeerInfo{});
+  PeerInfo& me = peers_[rank_];
+  me.rank = rank_;
+  me.pid = getpid();
+  me.hostHash = hostHash();
+  me.nonce = randomNonce();
+  gethostname(me.hostname, sizeof(me.hostname) - 1);
+  for (auto& t : transports_) FERRY_TRY(t->setup(ctx_, &me));
+  FERRY_TRY(bootstrap_->allGather(peers_.data(), sizeof(PeerInfo)));
+  // The secret names the job's rendezvous; rank 0's nonce makes the hash
+  // unique even when NCCL_COMM_ID fixes the secret.
+  uint64_t seed[2] = {ctx_.secret, peers_[0].nonce};
+  ctx_.commHash = hash64(seed, sizeof(seed));
+  ctx_.peers = &peers_;
+  conns_.resize(nranks_);
+  return Status::ok();
+}
+
+void Comm::logTopology() const {
+  std::set<uint64_t> hosts;
+  int localRanks = 0, localRank = 0;
+  for (const PeerInfo& p : peers_) {
+    hosts.insert(p.hostHash);
+    if (p.hostHash == peers_[rank_].hostHash) {
+      if (p.rank < rank_) localRank++;
+      localRanks++;
+    }
+  }
+  FERRY_INFO(log::kInit, "comm %p rank %d nRanks %d nNodes %zu localRanks %d localRank %d - Init COMPLETE",
+             static_cast<const void*>(this), rank_, nranks_, hosts.size(), localRanks, localRank);
+}
+
+Result<Connection*> Comm::connection(int peer) {
+  if (peer < 0 || peer >= nranks_) return internalError("connection to invalid rank");
+  if (conns_[peer]) return conns_[peer].get();
+  const PeerInfo& me = peers_[rank_];
+  for (auto& t : transports_) {
+    if (!t->canConnect(ctx_, me, peers_[peer])) continue;
+    FERRY_ASSIGN(conns_[peer], t->connect(ctx_, peer));
+    FERRY_INFO(log::kInit | log::kP2P, "Channel 00/0 : %d[%d] -> %d[%d] via %s", rank_, rank_, peer,
+               peer, conns_[peer]->describe().c_str());
+    return conns_[peer].get();
+  }
+  return internalError("no transport can reach rank " + std::to_string(peer));
+}
+
+namespace {
+// A process that is gone or a zombie has exited.
+bool processAlive(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return false;
+  size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
+  char state = line[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+}  // namespace
+
+Status Comm::checkPeers(const std::vector<int>& peers) {
+  int64_t now = nowMs();
+  if (now - lastPeerCheckMs_ < peerCheckMs_) return Status::ok();
+  lastPeerCheckMs_ = now;
+  for (int p : peers) {
+    if (p == rank_ || p < 0 || p >= nranks_) continue;
+    if (peers_[p].hostHash != peers_[rank_].hostHash) continue;  // remote: sockets report it
+    if (!processAlive(peers_[p].pid))
+      return remoteError("rank " + std::to_string(p) + " (pid " + std::to_string(peers_[p].pid) +
+                         ") exited");
+  }
+  return Status::ok();
+}
+
+void Comm::fail(const Status& st) {
+  {
+    std::lock_guard<std::mutex> lk(errorMu_);
+    if (firstError_.isOk()) {
+      firstError_ = st;
+      asyncResult_.store(toNcclResult(st));
+    }
+  }
+  for (auto& c : conns_)
+    if (c) c->markFailed();
+}
+
+Status Comm::usable() const {
+  if (abort_.load()) return invalidUsage("communicator was aborted");
+  if (!ready_.load()) {
+    if (asyncResult_.load() == ncclInProgress) return invalidUsage("communicator is still initializing");
+  }
+  ncclResult_t r = asyncResult_.load();
+  if (r != ncclSuccess && r != ncclInProgress)
+    return Status(firstError_.code(), "communicator has failed earlier: " + firstError_.message());
+  return Status::ok();
+}
+
+void Comm::abort() {
+  abort_.store(true);
+  for (auto& c : conns_)
+    if (c) c->markFailed();
+  if (bootstrap_) bootstrap_->abort();
+}
+
+void Comm::waitIdle(int64_t timeoutMs) {
+  int64_t end = nowMs() + timeoutMs;
+  Backoff b;
+  while (users_.load() > 0 && nowMs() < end) b.pause();
+}
+
+int Comm::addPremul(PremulOp op) {
+  for (size_t i = 0; i < premulOps_.size(); ++i) {
+    if (!premulOps_[i]) {
+      premulOps_[i] = std::make_unique<PremulOp>(op);
+      return ncclNumOps + static_cast<int>(i);
+    }
+  }
+  premulOps_.push_back(std::make_unique<PremulOp>(op));
+  return ncclNumOps + static_cast<int>(premulOps_.size() - 1);
+}
+
+Status Comm::removePremul(int op) {
+  size_t i = static_cast<size_t>(op - ncclNumOps);
+  if (op < ncclNumOps || i >= premulOps_.size() || !premulOps_[i])
+    return invalidArgument("ncclRedOpDestroy: op " + std::to_string(op) +
+                           " is not a PreMulSum operator of this communicator");
+  premulOps_[i].reset();
+  return Status::ok();
+}
+
+const PremulOp* Comm::premul(int op) const {
+  size_t i = static_cast<size_t>(op - ncclNumOps);
+  if (op < ncclNumOps || i >= premulOps_.size()) return nullptr;
+  return premulOps_[i].get();
+}
+
+std::string Comm::describe() const {
+  return "comm " + std::to_string(reinterpret_cast<uintptr_t>(this)) + " rank " +
+         std::to_string(rank_) + "/" + std::to_string(nranks_);
+}
+
+namespace {
+std::mutex& liveMu() {
+  static std::mutex m;
+  return m;
+}
+std::set<const void*>& liveSet() {
+  static std::set<const void*> s;
+  return s;
+}
+}  // namespace
+
+void registerComm(Comm* c) {
+  std::lock_guard<std::mutex> lk(liveMu());
+  liveSet().insert(c);
+}
+
+void unregisterComm(Comm* c) {
+  std::lock_guard<std::mutex> lk(liveMu());
+  liveSet().erase(c);
+}
+
+bool isLiveComm(const void* c) {
+  std::lock_guard<std::mutex> lk(liveMu());
+  return liveSet().count(c) != 0;
+}
+
+ncclResult_t toNcclResult(const Status& st) {
+  switch (st.code()) {
+    case Code::kOk: return ncclSuccess;
+    case Code::kSystem: return ncclSystemError;
+    case Code::kInternal: return ncclInternalError;
+    case Code::kInvalidArgument: return ncclInvalidArgument;
+    case Code::kInvalidUsage: return ncclInvalidUsage;
+    case Code::kRemote: return ncclRemoteError;
+    case Code::kInProgress: return ncclInProgress;
+    case Code::kTimeout: return ncclRemoteError;
+  }
+  return ncclInternalError;
+}
+
+}  // namespace ferry

@@ -1,0 +1,127 @@
+// Comm: one rank's communicator (what ncclComm_t points to).
+//
+// It owns the bootstrap, the per-comm transports and the lazily created
+// connections, the async error state and the PreMulSum operator table. It
+// does not know how collectives are scheduled: the group engine (group.h)
+// builds executors and drives them, asking the Comm for connections.
+//
+// Thread-safety: the NCCL contract is one thread per comm at a time, except
+// ncclCommAbort / ncclCommGetAsyncError which may come from any thread; the
+// abort flag, the error latch and the user count are atomics for that.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nccl.h>
+
+#include "bootstrap/bootstrap.h"
+#include "core/status.h"
+#include "exec/executor.h"
+#include "kernels/reduce.h"
+#include "transports/transport.h"
+
+namespace ferry {
+
+struct CommConfig {
+  bool blocking = true;
+  std::string netName;
+  std::string commName;
+  int splitShare = 0;
+};
+
+struct PremulOp {
+  kernels::DType dtype;
+  kernels::Scalar scalar;
+};
+
+class Comm final : public ConnectionSource {
+ public:
+  Comm(int rank, int nranks, CommConfig config);
+  ~Comm() override;
+
+  // Bootstrap, transport setup, peer info exchange. Blocking.
+  Status init(const ncclUniqueId& id);
+  // Run init on a background thread (nonblocking comms); asyncError() is
+  // kInProgress until it ends.
+  void initAsync(const ncclUniqueId& id);
+  void joinInit();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const CommConfig& config() const { return config_; }
+  Bootstrap& bootstrap() { return *bootstrap_; }
+  bool ready() const { return ready_.load(); }
+
+  Result<Connection*> connection(int peer) override;
+  // Error if a same-node peer in `peers` has exited (rate limited).
+  Status checkPeers(const std::vector<int>& peers);
+
+  // Latch the first error, tell every connected peer that we gave up.
+  void fail(const Status& st);
+  ncclResult_t asyncResult() const { return asyncResult_.load(); }
+  const Status& firstError() const { return firstError_; }
+  Status usable() const;  // ok if collectives may run now
+
+  const std::atomic<bool>* abortFlag() const { return &abort_; }
+  void abort();
+  // Users: group executions in flight. Abort waits (bounded) for them.
+  void enter() { users_.fetch_add(1); }
+  void exit() { users_.fetch_sub(1); }
+  void waitIdle(int64_t timeoutMs);
+
+  bool finalized() const { return finalized_; }
+  void setFinalized() { finalized_ = true; }
+
+  // PreMulSum operators: values ncclNumOps + index.
+  int addPremul(PremulOp op);
+  Status removePremul(int op);
+  const PremulOp* premul(int op) const;
+
+  ExecOptions execOptions() const { return execOptions_; }
+  int64_t timeoutMs() const { return timeoutMs_; }
+  uint64_t commHash() const { return ctx_.commHash; }
+  int nextSplitSeq() { return splitSeq_++; }
+  std::string describe() const;
+
+ private:
+  Status setupPeers();
+  void logTopology() const;
+
+  int rank_, nranks_;
+  CommConfig config_;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::vector<PeerInfo> peers_;
+  CommContext ctx_;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<std::unique_ptr<Connection>> conns_;
+  std::atomic<bool> abort_{false};
+  std::atomic<bool> ready_{false};
+  std::atomic<ncclResult_t> asyncResult_{ncclSuccess};
+  std::mutex errorMu_;
+  Status firstError_;
+  std::atomic<int> users_{0};
+  std::thread initThread_;
+  bool finalized_ = false;
+  std::vector<std::unique_ptr<PremulOp>> premulOps_;
+  ExecOptions execOptions_;
+  int64_t timeoutMs_ = 30000;
+  int64_t peerCheckMs_ = 100;
+  int64_t lastPeerCheckMs_ = 0;
+  int splitSeq_ = 0;
+};
+
+// Every live communicator, so a destroyed or foreign pointer is rejected.
+void registerComm(Comm* c);
+void unregisterComm(Comm* c);
+bool isLiveComm(const void* c);
+
+// Status -> ncclResult_t, the single mapping used at the C ABI edge.
+ncclResult_t toNcclResult(const Status& st);
+
+}  // namespace ferry

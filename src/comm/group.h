@@ -1,0 +1,54 @@
+// Group engine: ncclGroupStart/End and the execution of queued work.
+//
+// Every collective or point-to-point call becomes a task. Outside a group a
+// task runs at once (a group of one); inside, tasks queue per thread until the
+// outermost ncclGroupEnd. Then, per communicator, collectives run in call
+// order and the group's sends/receives run together as one schedule, so
+// matching pairs progress concurrently. Several communicators in one group
+// (one thread driving several ranks, as ncclCommInitAll users do) each get a
+// thread so their ranks can make progress against each other.
+//
+// With host buffers and a NULL stream every call (or the ncclGroupEnd that
+// closes a group) returns after the operation has completed.
+#pragma once
+
+#include <nccl.h>
+
+#include <memory>
+
+#include "algorithms/schedule.h"
+#include "comm/comm.h"
+#include "core/status.h"
+#include "exec/executor.h"
+
+namespace ferry {
+
+struct CollTask {
+  Comm* comm = nullptr;
+  CollArgs args;
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  ReduceSpec reduce;
+  std::shared_ptr<void> keepAlive;  // scratch the task owns (e.g. in-place AlltoAll input copy)
+};
+
+struct P2pTask {
+  Comm* comm = nullptr;
+  bool isSend = false;
+  int peer = -1;
+  size_t bytes = 0;
+  void* buf = nullptr;
+};
+
+Status groupStart();
+Status groupEnd();
+// Prepare the queued work without running it; estimate its time (µs).
+Status groupSimulateEnd(float* estimatedUs);
+int groupDepth();
+
+Status enqueueColl(const CollTask& t);
+Status enqueueP2p(const P2pTask& t);
+// ncclCommInitRank inside a group: init runs at the outermost group end.
+Status enqueueInit(Comm* c, const ncclUniqueId& id);
+
+}  // namespace ferry

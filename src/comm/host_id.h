@@ -1,0 +1,16 @@
+// Node identity: ranks with equal host hashes share a machine (and memory).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ferry {
+
+// NCCL_HOSTID if set, else hostname + kernel boot id. Tests set NCCL_HOSTID
+// per rank to make several "nodes" on one machine.
+std::string hostIdString();
+uint64_t hostHash();
+uint64_t hash64(const void* data, size_t bytes, uint64_t seed = 0xcbf29ce484222325ULL);
+uint64_t randomNonce();
+
+}  // namespace ferry

@@ -1,0 +1,271 @@
+#include "exec/executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace ferry {
+
+Executor::Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSize,
+                   ReduceSpec reduce, ExecOptions options)
+    : schedule_(std::move(schedule)), buffers_(std::move(buffers)), elemSize_(elemSize),
+      reduce_(reduce), opt_(options), lanes_(schedule_.lanes.size()) {
+  if (schedule_.lanes.empty()) done_ = true;
+}
+
+Status Executor::start(ConnectionSource& source) {
+  int maxPeer = -1;
+  for (const Lane& l : schedule_.lanes)
+    for (const Step& s : l.steps) maxPeer = std::max({maxPeer, s.sendPeer, s.recvPeer});
+  conns_.assign(maxPeer + 1, nullptr);
+  for (const Lane& l : schedule_.lanes) {
+    for (const Step& s : l.steps) {
+      for (int peer : {s.sendPeer, s.recvPeer}) {
+        if (peer < 0 || conns_[peer]) continue;
+        FERRY_ASSIGN(conns_[peer], source.connection(peer));
+      }
+    }
+  }
+  return Status::ok();
+}
+
+std::vector<int> Executor::activePeers() const {
+  std::vector<int> peers;
+  for (size_t i = 0; i < lanes_.size(); ++i) {
+    const Lane& l = schedule_.lanes[i];
+    if (lanes_[i].step >= l.steps.size()) continue;
+    const Step& s = l.steps[lanes_[i].step];
+    if (s.sendPeer >= 0) peers.push_back(s.sendPeer);
+    if (s.recvPeer >= 0) peers.push_back(s.recvPeer);
+  }
+  for (Connection* c : refConns_) {
+    for (size_t p = 0; p < conns_.size(); ++p)
+      if (conns_[p] == c) peers.push_back(static_cast<int>(p));
+  }
+  return peers;
+}
+
+Status Executor::progress(bool* progressed) {
+  if (done_) return Status::ok();
+  for (size_t i = 0; i < lanes_.size(); ++i) FERRY_TRY(advanceLane(i, progressed));
+  for (Connection* c : conns_) {
+    if (c) FERRY_TRY(c->progress());
+  }
+  if (lanesDone_ < lanes_.size()) return Status::ok();
+  // Referenced memory must stay untouched until the peers have read it.
+  for (auto it = refConns_.begin(); it != refConns_.end();) {
+    if (!(*it)->sendsDrained()) return Status::ok();
+    it = refConns_.erase(it);
+  }
+  done_ = true;
+  *progressed = true;
+  return Status::ok();
+}
+
+Status Executor::advanceLane(size_t lane, bool* progressed) {
+  LaneState& st = lanes_[lane];
+  const std::vector<Step>& steps = schedule_.lanes[lane].steps;
+  while (st.step < steps.size()) {
+    bool stepDone = false;
+    FERRY_TRY(runStep(st, steps[st.step], progressed, &stepDone));
+    if (!stepDone) return Status::ok();
+    st.step++;
+    st.sendOff = st.recvOff = 0;
+    *progressed = true;
+    if (st.step == steps.size()) lanesDone_++;
+  }
+  return Status::ok();
+}
+
+Status Executor::runStep(LaneState& st, const Step& s, bool* progressed, bool* stepDone) {
+  switch (s.kind) {
+    case StepKind::kCopy:
+      FERRY_TRY(doCopy(s));
+      st.sendOff = s.bytes;
+      break;
+    case StepKind::kSend:
+      FERRY_TRY(doSend(st, s, progressed));
+      break;
+    case StepKind::kRecv:
+      FERRY_TRY(doRecv(st, s, progressed));
+      st.sendOff = st.recvOff;
+      break;
+    case StepKind::kRecvReduceSend:
+    case StepKind::kRecvReduceCopy:
+    case StepKind::kRecvReduceCopySend:
+      FERRY_TRY(doReduceStep(st, s, progressed));
+      break;
+    case StepKind::kRecvCopySend:
+      FERRY_TRY(doCopySend(st, s, progressed));
+      break;
+  }
+  *stepDone = st.sendOff >= s.bytes;
+  return Status::ok();
+}
+
+Status Executor::doCopy(const Step& s) {
+  const char* src = ptr(s.src);
+  char* dst = ptr(s.dst);
+  size_t n = elems(s.bytes);
+  if (scales(s)) {
+    kernels::scale(dst, src, n, reduce_.dtype, reduce_.scalar);
+    src = dst;
+  }
+  if (divides(s)) {
+    kernels::divide(dst, src, n, reduce_.dtype, reduce_.divisor);
+  } else if (src != dst) {
+    std::memcpy(dst, src, s.bytes);
+  }
+  return Status::ok();
+}
+
+Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
+  Connection* c = conns_[s.sendPeer];
+  while (st.sendOff < s.bytes) {
+    size_t rem = s.bytes - st.sendOff;
+    const char* src = ptr(s.src) + st.sendOff;
+    if (!scales(s) && opt_.allowRefs && rem >= opt_.refThreshold && c->supportsRef()) {
+      bool accepted = false;
+      FERRY_TRY(c->sendRef(src, rem, &accepted));
+      if (!accepted) return Status::ok();
+      refConns_.insert(c);
+      st.sendOff += rem;
+    } else {
+      SendSlot slot;
+      FERRY_TRY(c->trySend(&slot));
+      if (!slot.data) return Status::ok();
+      size_t k = std::min(rem, floorElems(slot.capacity));
+      if (scales(s)) {
+        kernels::scale(slot.data, src, elems(k), reduce_.dtype, reduce_.scalar);
+      } else {
+        std::memcpy(slot.data, src, k);
+      }
+      FERRY_TRY(c->commitSend(k));
+      st.sendOff += k;
+    }
+    *progressed = true;
+  }
+  return Status::ok();
+}
+
+Result<bool> Executor::havePiece(LaneState& st, Connection* c, size_t stepRemaining) {
+  if (!st.piece.ready) {
+    FERRY_TRY(c->tryRecv(&st.piece));
+    if (!st.piece.ready) return false;
+    st.consumed = 0;
+    if (st.piece.size > stepRemaining || st.piece.size % elemSize_ != 0) {
+      return internalError("protocol error: received a piece of " + std::to_string(st.piece.size) +
+                           " bytes with " + std::to_string(stepRemaining) +
+                           " bytes left in the step (" + c->describe() + ")");
+    }
+  }
+  return true;
+}
+
+Status Executor::consume(LaneState& st, Connection* c, size_t bytes) {
+  st.consumed += bytes;
+  if (st.consumed < st.piece.size) return Status::ok();
+  st.piece = RecvPiece{};
+  st.consumed = 0;
+  return c->releaseRecv();
+}
+
+Result<const char*> Executor::pieceData(LaneState& st, Connection* c, size_t k, char* scratch) {
+  if (!st.piece.isRef) return static_cast<const char*>(st.piece.data) + st.consumed;
+  FERRY_TRY(c->readRef(st.piece, st.consumed, scratch, k));
+  return static_cast<const char*>(scratch);
+}
+
+Status Executor::doRecv(LaneState& st, const Step& s, bool* progressed) {
+  Connection* c = conns_[s.recvPeer];
+  while (st.recvOff < s.bytes) {
+    FERRY_ASSIGN(bool have, havePiece(st, c, s.bytes - st.recvOff));
+    if (!have) return Status::ok();
+    size_t k = st.piece.size - st.consumed;
+    char* dst = ptr(s.dst) + st.recvOff;
+    FERRY_ASSIGN(const char* in, pieceData(st, c, k, dst));
+    if (in != dst) std::memcpy(dst, in, k);
+    FERRY_TRY(consume(st, c, k));
+    st.recvOff += k;
+    *progressed = true;
+  }
+  return Status::ok();
+}
+
+void Executor::reduceInto(void* dst, void* dst2, const void* in, const void* local, size_t bytes,
+                          bool scale) {
+  size_t n = elems(bytes);
+  if (scale) {
+    kernels::reduceScaled(dst, dst2, in, local, n, reduce_.dtype, reduce_.scalar);
+  } else {
+    kernels::reduce2(dst, dst2, in, local, n, reduce_.dtype, reduce_.op);
+  }
+}
+
+// RecvReduceSend, RecvReduceCopy and RecvReduceCopySend: out = in OP local.
+Status Executor::doReduceStep(LaneState& st, const Step& s, bool* progressed) {
+  Connection* rc = conns_[s.recvPeer];
+  Connection* sc = s.sendPeer >= 0 ? conns_[s.sendPeer] : nullptr;
+  while (st.sendOff < s.bytes) {
+    FERRY_ASSIGN(bool have, havePiece(st, rc, s.bytes - st.sendOff));
+    if (!have) return Status::ok();
+    SendSlot slot;
+    if (sc) {
+      FERRY_TRY(sc->trySend(&slot));
+      if (!slot.data) return Status::ok();
+    }
+    size_t k = st.piece.size - st.consumed;
+    if (sc) k = std::min(k, floorElems(slot.capacity));
+    if (st.piece.isRef) k = std::min(k, floorElems(temp_.size() ? temp_.size() : opt_.tempBytes));
+    if (st.piece.isRef && temp_.empty()) temp_.resize(opt_.tempBytes);
+    FERRY_ASSIGN(const char* in, pieceData(st, rc, k, temp_.data()));
+    const char* local = ptr(s.src) + st.sendOff;
+    char* out = s.kind == StepKind::kRecvReduceSend ? static_cast<char*>(slot.data)
+                                                     : ptr(s.dst) + st.sendOff;
+    bool fusedSend = s.kind == StepKind::kRecvReduceCopySend && !divides(s);
+    reduceInto(out, fusedSend ? slot.data : nullptr, in, local, k, scales(s));
+    if (divides(s)) kernels::divide(out, out, elems(k), reduce_.dtype, reduce_.divisor);
+    if (s.kind == StepKind::kRecvReduceCopySend && !fusedSend) std::memcpy(slot.data, out, k);
+    FERRY_TRY(consume(st, rc, k));
+    if (sc) FERRY_TRY(sc->commitSend(k));
+    st.sendOff += k;
+    *progressed = true;
+  }
+  return Status::ok();
+}
+
+// RecvCopySend: dst = in; forward it (as a reference to dst when possible).
+Status Executor::doCopySend(LaneState& st, const Step& s, bool* progressed) {
+  Connection* rc = conns_[s.recvPeer];
+  Connection* sc = conns_[s.sendPeer];
+  while (st.sendOff < s.bytes) {
+    FERRY_ASSIGN(bool have, havePiece(st, rc, s.bytes - st.sendOff));
+    if (!have) return Status::ok();
+    SendSlot slot;
+    FERRY_TRY(sc->trySend(&slot));
+    if (!slot.data) return Status::ok();
+    size_t k = st.piece.size - st.consumed;
+    if (st.piece.isRef) k = std::min(k, floorElems(opt_.refChunk));
+    bool byRef = opt_.allowRefs && k >= opt_.refThreshold && sc->supportsRef();
+    if (!byRef) k = std::min(k, floorElems(slot.capacity));
+    char* dst = ptr(s.dst) + st.sendOff;
+    FERRY_ASSIGN(const char* in, pieceData(st, rc, k, dst));
+    if (in != dst) std::memcpy(dst, in, k);
+    if (byRef) {
+      bool accepted = false;
+      FERRY_TRY(sc->sendRef(dst, k, &accepted));
+      if (!accepted) return internalError("send slot vanished while forwarding");
+      refConns_.insert(sc);
+    } else {
+      std::memcpy(slot.data, dst, k);
+      FERRY_TRY(sc->commitSend(k));
+    }
+    FERRY_TRY(consume(st, rc, k));
+    st.sendOff += k;
+    *progressed = true;
+  }
+  return Status::ok();
+}
+
+}  // namespace ferry

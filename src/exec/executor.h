@@ -1,0 +1,109 @@
+// Executor: runs one rank's Schedule over Connections, piece by piece.
+//
+// It never blocks: progress() does all the work that is possible right now
+// and returns; the caller (the group engine) loops over every executor of a
+// group and waits with a Backoff/Waiter when nothing moved. Lanes of a
+// schedule advance independently; steps of a lane in order; each step is cut
+// into pieces that fit the connection's slots, so consecutive ranks of a ring
+// work on different pieces of the same step at the same time (pipelining).
+//
+// Zero-copy: a piece taken from stable user memory (a plain send, or data we
+// just received and forward) can travel as a reference that the peer reads
+// with cross-memory attach; the executor then waits, before it reports done,
+// until every such peer has consumed its pieces.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "core/status.h"
+#include "kernels/reduce.h"
+#include "transports/transport.h"
+
+namespace ferry {
+
+// Where the executor gets its connections (the communicator, or a test fake).
+class ConnectionSource {
+ public:
+  virtual ~ConnectionSource() = default;
+  // Returns the connection to `peer`, connecting first if needed (blocking,
+  // bounded by the communicator's deadline).
+  virtual Result<Connection*> connection(int peer) = 0;
+};
+
+struct ReduceSpec {
+  kernels::DType dtype = kernels::DType::kInt8;
+  kernels::Op op = kernels::Op::kSum;
+  bool premul = false;        // PreMulSum: scale this rank's input by `scalar`
+  kernels::Scalar scalar{};
+  uint64_t divisor = 0;       // Avg: divide final values by this (0/1: no division)
+};
+
+struct ExecOptions {
+  bool allowRefs = true;          // cross-memory attach allowed (NCCL_P2P_DISABLE=0)
+  size_t refThreshold = 65536;    // pieces at least this big travel as references
+  size_t refChunk = 1 << 20;      // forward referenced data in parts of this size
+  size_t tempBytes = 1 << 18;     // scratch for reducing referenced data
+};
+
+class Executor {
+ public:
+  Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSize, ReduceSpec reduce,
+           ExecOptions options);
+
+  // Resolve (and if needed establish) every connection the schedule uses.
+  Status start(ConnectionSource& source);
+  // Make all progress possible now. *progressed tells whether anything moved.
+  Status progress(bool* progressed);
+  bool done() const { return done_; }
+  // Peers this executor still waits on (for liveness checks).
+  std::vector<int> activePeers() const;
+  const Schedule& schedule() const { return schedule_; }
+
+ private:
+  struct LaneState {
+    size_t step = 0;
+    size_t sendOff = 0;  // bytes of the current step sent / processed
+    size_t recvOff = 0;  // bytes of the current step received (send+recv steps)
+    RecvPiece piece;     // current incoming piece, if any
+    size_t consumed = 0; // bytes of `piece` already used
+  };
+
+  Status advanceLane(size_t lane, bool* progressed);
+  Status runStep(LaneState& st, const Step& s, bool* progressed, bool* stepDone);
+  Status doCopy(const Step& s);
+  Status doSend(LaneState& st, const Step& s, bool* progressed);
+  Status doRecv(LaneState& st, const Step& s, bool* progressed);
+  Status doReduceStep(LaneState& st, const Step& s, bool* progressed);
+  Status doCopySend(LaneState& st, const Step& s, bool* progressed);
+
+  // Make st.piece hold an arrived piece; false if none yet.
+  Result<bool> havePiece(LaneState& st, Connection* c, size_t stepRemaining);
+  Status consume(LaneState& st, Connection* c, size_t bytes);
+  // Incoming bytes [consumed, consumed+k) of the current piece, as a pointer
+  // (reading a referenced piece into `scratch` when needed).
+  Result<const char*> pieceData(LaneState& st, Connection* c, size_t k, char* scratch);
+  size_t floorElems(size_t bytes) const { return bytes - bytes % elemSize_; }
+  size_t elems(size_t bytes) const { return bytes / elemSize_; }
+  char* ptr(const Region& r) const { return static_cast<char*>(buffers_[r.buf]) + r.offset; }
+  bool scales(const Step& s) const { return s.scaleSrc && reduce_.premul; }
+  bool divides(const Step& s) const { return s.finalValue && reduce_.divisor > 1; }
+  void reduceInto(void* dst, void* dst2, const void* in, const void* local, size_t bytes, bool scale);
+
+  Schedule schedule_;
+  std::vector<void*> buffers_;
+  size_t elemSize_;
+  ReduceSpec reduce_;
+  ExecOptions opt_;
+  std::vector<LaneState> lanes_;
+  std::vector<Connection*> conns_;   // indexed by peer rank (nullptr: unused)
+  std::set<Connection*> refConns_;   // connections we sent references on
+  std::vector<char> temp_;
+  size_t lanesDone_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace ferry

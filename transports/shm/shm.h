@@ -1,0 +1,63 @@
+// Shared-memory transport between processes of one node (equal hostHash).
+//
+// Each pair of ranks shares one segment (segment.h) with a FIFO of slots per
+// direction. Small pieces are copied through the slots; large pieces from
+// stable user memory travel as references that the receiver copies straight
+// out of the sender's address space with cross-memory attach
+// (process_vm_readv), so large messages pay one copy, not two. CMA is probed
+// once per pair and skipped when the kernel refuses it or NCCL_P2P_DISABLE=1.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "transports/shm/segment.h"
+#include "transports/transport.h"
+
+namespace ferry::shm {
+
+class ShmConnection : public Connection {
+ public:
+  ShmConnection(void* base, size_t bytes, int side, int peerRank, bool allowRefs, std::string name);
+  ~ShmConnection() override;
+
+  Status trySend(SendSlot* out) override;
+  Status commitSend(size_t bytes) override;
+  bool supportsRef() const override;
+  Status sendRef(const void* src, size_t bytes, bool* accepted) override;
+  Status tryRecv(RecvPiece* out) override;
+  Status readRef(const RecvPiece& piece, size_t offset, void* dst, size_t bytes) override;
+  Status releaseRecv() override;
+  bool sendsDrained() override;
+  void markFailed() override;
+  std::string describe() const override;
+
+ private:
+  bool sendSlotFree();
+  void probePeer();
+  Status peerFailed() const;
+
+  SegmentHeader* hdr_;
+  size_t bytes_;
+  int side_;
+  int peer_;
+  bool allowRefs_;
+  std::string name_;
+  uint32_t slots_, slotBytes_;
+  FifoControl* out_;  // we produce
+  FifoControl* in_;   // we consume
+  uint64_t sendTail_ = 0, sendHeadSeen_ = 0;
+  uint64_t recvHead_ = 0, recvTailSeen_ = 0;
+  bool probed_ = false;
+  mutable bool refsOk_ = false;
+};
+
+class ShmTransport : public Transport {
+ public:
+  const char* name() const override { return "shm"; }
+  Status setup(const CommContext& ctx, PeerInfo* self) override;
+  bool canConnect(const CommContext& ctx, const PeerInfo& self, const PeerInfo& peer) const override;
+  Result<std::unique_ptr<Connection>> connect(const CommContext& ctx, int peer) override;
+};
+
+}  // namespace ferry::shm

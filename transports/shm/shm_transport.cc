@@ -1,0 +1,133 @@
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "core/config.h"
+#include "core/log.h"
+#include "core/wait.h"
+#include "transports/shm/shm.h"
+
+namespace ferry::shm {
+namespace {
+
+// A word in this process' memory that peers read to prove CMA works.
+const uint64_t kProbeWord = 0x5eedf00dcafe1234ULL;
+
+std::string segmentName(uint64_t commHash, int lo, int hi) {
+  char buf[96];
+  snprintf(buf, sizeof(buf), "/ferry-%016llx-%d-%d", static_cast<unsigned long long>(commHash), lo,
+           hi);
+  return buf;
+}
+
+Result<void*> mapFd(int fd, size_t bytes, const std::string& name) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return systemError("shm: mmap " + name + ": " + strerror(errno));
+  return p;
+}
+
+Result<void*> createSegment(const std::string& name, uint32_t slots, uint32_t slotBytes) {
+  size_t bytes = segmentBytes(slots, slotBytes);
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return systemError("shm: cannot create " + name + ": " + strerror(errno));
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int e = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    return systemError("shm: cannot size " + name + " to " + std::to_string(bytes) +
+                       " bytes: " + strerror(e) + " (is /dev/shm large enough?)");
+  }
+  FERRY_ASSIGN(void* base, mapFd(fd, bytes, name));
+  auto* h = new (base) SegmentHeader();
+  h->magic = kSegmentMagic;
+  h->slots = slots;
+  h->slotBytes = slotBytes;
+  h->pid[0] = getpid();
+  h->probeAddr[0] = reinterpret_cast<uint64_t>(&kProbeWord);
+  h->probeValue = kProbeWord;
+  for (int d = 0; d < 2; ++d) new (fifoControl(base, d, slots, slotBytes)) FifoControl();
+  h->ready.store(1, std::memory_order_release);
+  return base;
+}
+
+// Wait for the lower rank to create the segment, then map it.
+Result<std::pair<void*, size_t>> attachSegment(const CommContext& ctx, const std::string& name,
+                                               int peer) {
+  Waiter w(ctx.abortFlag, ctx.timeoutMs, "waiting for a shared-memory segment");
+  for (;;) {
+    int fd = shm_open(name.c_str(), O_RDWR, 0600);
+    if (fd >= 0) {
+      struct stat st{};
+      if (fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(headerBytes())) {
+        size_t bytes = static_cast<size_t>(st.st_size);
+        FERRY_ASSIGN(void* base, mapFd(fd, bytes, name));
+        auto* h = static_cast<SegmentHeader*>(base);
+        while (h->ready.load(std::memory_order_acquire) == 0) {
+          Status s = w.idle();
+          if (!s.isOk()) {
+            munmap(base, bytes);
+            return s;
+          }
+        }
+        if (h->magic != kSegmentMagic || segmentBytes(h->slots, h->slotBytes) != bytes) {
+          munmap(base, bytes);
+          return internalError("shm: segment " + name + " has an unexpected layout");
+        }
+        return std::make_pair(base, bytes);
+      }
+      close(fd);
+    } else if (errno != ENOENT) {
+      return systemError("shm: cannot open " + name + ": " + strerror(errno));
+    }
+    Status s = w.idle();
+    if (!s.isOk())
+      return Status(s.code(), s.message() + " " + name + " from rank " + std::to_string(peer));
+  }
+}
+
+}  // namespace
+
+Status ShmTransport::setup(const CommContext&, PeerInfo*) { return Status::ok(); }
+
+bool ShmTransport::canConnect(const CommContext&, const PeerInfo& self, const PeerInfo& peer) const {
+  if (config::getBool(config::Param::kShmDisable)) return false;
+  return self.hostHash == peer.hostHash && self.rank != peer.rank;
+}
+
+Result<std::unique_ptr<Connection>> ShmTransport::connect(const CommContext& ctx, int peer) {
+  int lo = std::min(ctx.rank, peer), hi = std::max(ctx.rank, peer);
+  std::string name = segmentName(ctx.commHash, lo, hi);
+  bool allowRefs = !config::getBool(config::Param::kP2pDisable);
+  void* base = nullptr;
+  size_t bytes = 0;
+  int side = ctx.rank == lo ? 0 : 1;
+  if (side == 0) {
+    uint32_t slots = static_cast<uint32_t>(std::max<int64_t>(2, config::getInt(config::Param::kShmSlots)));
+    int64_t sb = std::max<int64_t>(4096, config::getInt(config::Param::kShmSlotBytes));
+    uint32_t slotBytes = static_cast<uint32_t>((sb + 63) / 64 * 64);
+    FERRY_ASSIGN(base, createSegment(name, slots, slotBytes));
+    bytes = segmentBytes(slots, slotBytes);
+  } else {
+    FERRY_ASSIGN(auto mapped, attachSegment(ctx, name, peer));
+    base = mapped.first;
+    bytes = mapped.second;
+    auto* h = static_cast<SegmentHeader*>(base);
+    h->pid[1] = getpid();
+    h->probeAddr[1] = reinterpret_cast<uint64_t>(&kProbeWord);
+    h->attached.store(1, std::memory_order_release);
+    shm_unlink(name.c_str());  // both sides mapped it: nothing to leak from now on
+  }
+  FERRY_INFO(log::kShm | log::kInit, "Connected rank %d <-> rank %d via SHM %s", ctx.rank, peer,
+             name.c_str());
+  return std::unique_ptr<Connection>(
+      new ShmConnection(base, bytes, side, peer, allowRefs, name));
+}
+
+}  // namespace ferry::shm
