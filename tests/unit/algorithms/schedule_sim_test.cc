@@ -1,0 +1,196 @@
+// Runs every rank's schedule in a network-free simulator (unbounded in-memory
+// queues between ranks, int64 sums) and checks the results exactly. This tests
+// the algorithms alone: no transport, executor or kernel is involved.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+
+namespace ferry {
+namespace {
+
+using Bytes = std::vector<char>;
+
+struct Sim {
+  int n;
+  std::vector<Schedule> scheds;
+  std::vector<std::vector<Bytes>> bufs;  // [rank][buffer]
+  std::map<std::pair<int, int>, std::deque<Bytes>> wires;
+
+  char* at(int r, const Region& g) { return bufs[r][g.buf].data() + g.offset; }
+
+  static void add(char* dst, const char* a, const char* b, size_t bytes) {
+    for (size_t i = 0; i < bytes / 8; ++i) {
+      int64_t x, y;
+      std::memcpy(&x, a + 8 * i, 8);
+      std::memcpy(&y, b + 8 * i, 8);
+      x += y;
+      std::memcpy(dst + 8 * i, &x, 8);
+    }
+  }
+
+  // Execute one step if its input has arrived.
+  bool tryStep(int r, const Step& s) {
+    Bytes in;
+    if (s.kind != StepKind::kCopy && s.kind != StepKind::kSend) {
+      auto& q = wires[{s.recvPeer, r}];
+      if (q.empty()) return false;
+      in = std::move(q.front());
+      q.pop_front();
+      EXPECT_EQ(in.size(), s.bytes) << "rank " << r << " " << stepName(s.kind);
+      in.resize(s.bytes);
+    }
+    Bytes out(s.bytes);
+    switch (s.kind) {
+      case StepKind::kCopy: std::memmove(at(r, s.dst), at(r, s.src), s.bytes); return true;
+      case StepKind::kSend: std::memcpy(out.data(), at(r, s.src), s.bytes); break;
+      case StepKind::kRecv: std::memcpy(at(r, s.dst), in.data(), s.bytes); return true;
+      case StepKind::kRecvReduceSend: add(out.data(), in.data(), at(r, s.src), s.bytes); break;
+      case StepKind::kRecvReduceCopy: add(at(r, s.dst), in.data(), at(r, s.src), s.bytes); return true;
+      case StepKind::kRecvReduceCopySend:
+        add(at(r, s.dst), in.data(), at(r, s.src), s.bytes);
+        std::memcpy(out.data(), at(r, s.dst), s.bytes);
+        break;
+      case StepKind::kRecvCopySend:
+        std::memcpy(at(r, s.dst), in.data(), s.bytes);
+        out = in;
+        break;
+    }
+    wires[{r, s.sendPeer}].push_back(std::move(out));
+    return true;
+  }
+
+  void run() {
+    std::vector<std::vector<size_t>> pos(n);
+    for (int r = 0; r < n; ++r) pos[r].assign(scheds[r].lanes.size(), 0);
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int r = 0; r < n; ++r)
+        for (size_t l = 0; l < scheds[r].lanes.size(); ++l) {
+          auto& steps = scheds[r].lanes[l].steps;
+          while (pos[r][l] < steps.size() && tryStep(r, steps[pos[r][l]])) {
+            pos[r][l]++;
+            moved = true;
+          }
+        }
+    }
+    for (int r = 0; r < n; ++r)
+      for (size_t l = 0; l < pos[r].size(); ++l)
+        ASSERT_EQ(pos[r][l], scheds[r].lanes[l].steps.size()) << "deadlock at rank " << r;
+    for (auto& [k, q] : wires) EXPECT_TRUE(q.empty()) << "unconsumed data " << k.first << "->" << k.second;
+  }
+};
+
+int64_t val(int rank, size_t i) { return rank * 1000003 + static_cast<int64_t>(i); }
+
+// Builds schedules and buffers for `kind`; returns the simulator after running.
+Sim simulate(CollKind kind, int n, size_t count, int root, bool inPlace) {
+  Sim sim{n, {}, {}, {}};
+  size_t inElems = count, outElems = count;
+  if (kind == CollKind::kAllGather || kind == CollKind::kAllToAll) outElems = count * n;
+  if (kind == CollKind::kReduceScatter || kind == CollKind::kAllToAll) inElems = count * n;
+  if (kind == CollKind::kGather) outElems = count * n;
+  if (kind == CollKind::kScatter) inElems = count * n;
+  for (int r = 0; r < n; ++r) {
+    CollArgs a{kind, r, n, root, count, 8, false};
+    Result<Schedule> s = selectSchedule(a, "");
+    EXPECT_TRUE(s.isOk());
+    // No (peer, direction) may be used by two lanes.
+    std::set<std::pair<int, int>> used;
+    for (auto& lane : s.value().lanes) {
+      std::set<std::pair<int, int>> mine;
+      for (auto& st : lane.steps) {
+        if (st.sendPeer >= 0) mine.insert({st.sendPeer, 1});
+        if (st.recvPeer >= 0) mine.insert({st.recvPeer, 0});
+      }
+      for (auto& u : mine) EXPECT_TRUE(used.insert(u).second) << "lanes share a connection";
+    }
+    sim.scheds.push_back(s.value());
+    Bytes in(inElems * 8), out(outElems * 8, 0);
+    for (size_t i = 0; i < inElems; ++i) {
+      int64_t v = val(r, i);
+      std::memcpy(in.data() + 8 * i, &v, 8);
+    }
+    sim.bufs.push_back({in, out});
+  }
+  sim.run();
+  return sim;
+}
+
+int64_t outAt(Sim& s, int r, size_t i) {
+  int64_t v;
+  std::memcpy(&v, s.bufs[r][kOutputBuf].data() + 8 * i, 8);
+  return v;
+}
+
+int64_t sumAt(int n, size_t i) {
+  int64_t t = 0;
+  for (int r = 0; r < n; ++r) t += val(r, i);
+  return t;
+}
+
+class ScheduleSim : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+
+TEST_P(ScheduleSim, AllCollectivesExact) {
+  auto [n, count] = GetParam();
+  {
+    Sim s = simulate(CollKind::kAllReduce, n, count, 0, false);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, i), sumAt(n, i)) << "allreduce";
+  }
+  {
+    Sim s = simulate(CollKind::kReduceScatter, n, count, 0, false);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, i), sumAt(n, r * count + i));
+  }
+  {
+    Sim s = simulate(CollKind::kAllGather, n, count, 0, false);
+    for (int r = 0; r < n; ++r)
+      for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, p * count + i), val(p, i));
+  }
+  {
+    Sim s = simulate(CollKind::kAllToAll, n, count, 0, false);
+    for (int r = 0; r < n; ++r)
+      for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, p * count + i), val(p, r * count + i));
+  }
+  for (int root : {0, n - 1, n / 2}) {
+    Sim b = simulate(CollKind::kBroadcast, n, count, root, false);
+    Sim red = simulate(CollKind::kReduce, n, count, root, false);
+    Sim g = simulate(CollKind::kGather, n, count, root, false);
+    Sim sc = simulate(CollKind::kScatter, n, count, root, false);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(outAt(b, r, i), val(root, i));
+        ASSERT_EQ(outAt(sc, r, i), val(root, r * count + i));
+      }
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(red, root, i), sumAt(n, i));
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(g, root, p * count + i), val(p, i));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ScheduleSim,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
+                                            ::testing::Values(size_t{0}, size_t{1}, size_t{7},
+                                                              size_t{1000})));
+
+TEST(ScheduleSim, P2pLanesKeepOrderPerPeer) {
+  std::vector<P2pOp> ops = {{true, 1, 8}, {false, 1, 8}, {true, 1, 16}, {true, 2, 8}};
+  Schedule s = p2pSchedule(0, ops);
+  ASSERT_EQ(s.lanes.size(), 3u);  // send->1 (two ops, in order), recv<-1, send->2
+  for (auto& l : s.lanes)
+    if (l.steps.size() == 2) {
+      EXPECT_EQ(l.steps[0].src.buf, 0u);
+      EXPECT_EQ(l.steps[1].src.buf, 2u);
+    }
+}
+
+}  // namespace
+}  // namespace ferry
