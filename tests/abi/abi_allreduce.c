@@ -213,41 +213,48 @@ static int runRank(struct Shared* sh, int rank) {
   return bad;
 }
 
+static void killAll(pid_t* pids) {
+  for (int r = 0; r < kRanks; r++)
+    if (pids[r] > 0) kill(pids[r], SIGKILL);
+  while (wait(NULL) > 0) {
+  }
+}
+
+/* Waits for all ranks; the first failure or the deadline kills the rest, so
+ * a dead rank does not leave its peers blocked until the timeout. */
 static int reap(pid_t* pids) {
   double deadline = nowSec() + kTimeoutSec;
-  int left = kRanks, failed = 0;
-  while (left > 0) {
+  for (int left = kRanks; left > 0;) {
     int status;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid < 0) {
       perror("waitpid");
+      killAll(pids);
       return 1;
     }
     if (pid == 0) {
       if (nowSec() > deadline) {
         fprintf(stderr, "timeout after %d s: killing the remaining ranks\n", kTimeoutSec);
-        for (int r = 0; r < kRanks; r++)
-          if (pids[r] > 0) kill(pids[r], SIGKILL);
-        while (wait(NULL) > 0) {
-        }
+        killAll(pids);
         return 1;
       }
       usleep(10000);
       continue;
     }
+    left--;
     for (int r = 0; r < kRanks; r++) {
       if (pids[r] != pid) continue;
       pids[r] = 0;
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "rank %d failed (%s %d)\n", r,
+        fprintf(stderr, "rank %d failed (%s %d); killing the others\n", r,
                 WIFEXITED(status) ? "exit code" : "signal",
                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-        failed = 1;
+        killAll(pids);
+        return 1;
       }
     }
-    left--;
   }
-  return failed;
+  return 0;
 }
 
 int main(int argc, char** argv) {
