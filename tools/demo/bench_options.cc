@@ -93,12 +93,30 @@ bool applyOption(int c, const char* arg, Options* o, std::string* error) {
         return false;
       }
       return true;
-    case 'f': if (!needInt(0, 1 << 20)) return false; o->stepFactor = v; return true;
-    case 'n': if (!needInt(1, 1 << 30)) return false; o->iters = static_cast<int>(v); return true;
-    case 'w': if (!needInt(0, 1 << 30)) return false; o->warmup = static_cast<int>(v); return true;
-    case 'c': if (!needInt(0, 1 << 20)) return false; o->check = static_cast<int>(v); return true;
-    case 'r': if (!needInt(1, 1 << 20)) return false; o->repeats = static_cast<int>(v); return true;
-    case 'T': if (!needInt(0, 1 << 24)) return false; o->timeoutSec = static_cast<int>(v); return true;
+    case 'f':
+      if (!needInt(0, 1 << 20)) return false;
+      o->stepFactor = v;
+      return true;
+    case 'n':
+      if (!needInt(1, 1 << 30)) return false;
+      o->iters = static_cast<int>(v);
+      return true;
+    case 'w':
+      if (!needInt(0, 1 << 30)) return false;
+      o->warmup = static_cast<int>(v);
+      return true;
+    case 'c':
+      if (!needInt(0, 1 << 20)) return false;
+      o->check = static_cast<int>(v);
+      return true;
+    case 'r':
+      if (!needInt(1, 1 << 20)) return false;
+      o->repeats = static_cast<int>(v);
+      return true;
+    case 'T':
+      if (!needInt(0, 1 << 24)) return false;
+      o->timeoutSec = static_cast<int>(v);
+      return true;
     case 'h': o->help = true; return true;
     default:
       *error = "unknown option (see -h)";
