@@ -18,11 +18,13 @@
 //   }
 //
 // This defines pncclCommCount (strong, default visibility) with the body that
-// follows and makes ncclCommCount a weak alias of it. The name, return type
-// and parameter list must match the declaration in nccl.h exactly (the
-// compiler rejects a mismatch because both names are already declared there).
-// Inside the library, call the p-name (or, better, the internal C++ function
-// behind it) so a profiler's ncclX is not re-entered.
+// follows and makes ncclCommCount a weak alias of it. Include the header that
+// declares the function (nccl.h or ferry/nccl_device_host.h): the compiler
+// then rejects a return type or parameter list that differs from it, since
+// two C functions cannot share a name. Use the macros at global scope, once
+// per name in the whole library. Inside the library, call the internal C++
+// function (or the p-name), never ncclX, so a profiler's ncclX is not
+// re-entered.
 //
 // FERRY_EXPORT_STRONG(ret, name, params) exports a single strong symbol with
 // no twin: ncclResetDebugInitInternal, and ferry* extensions not declared
