@@ -1,0 +1,167 @@
+// Fault handling through libferry.so:
+//  (a) one of 4 ranks is SIGKILLed in the middle of a loop of large
+//      AllReduces (it signals "ready", the parent kills it 20 ms later);
+//      each survivor's call fails with ncclRemoteError or ncclSystemError
+//      within FERRY_TIMEOUT_MS (10 s) + margin of the kill, and ncclCommAbort
+//      then returns promptly;
+//  (b) the same with every rank on its own simulated node (NCCL_HOSTID), so
+//      the socket path carries the data;
+//  (c) ncclCommAbort from a second thread while the first waits inside a
+//      collective (AllReduce, then Recv) for a peer that never calls it: the
+//      waiting call returns an error promptly, long before FERRY_TIMEOUT_MS.
+// The harness watchdog turns any hang into a failure naming the hung ranks.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include <unistd.h>
+
+#include "tests/mp/coll_cases.h"
+
+namespace ferry::mp {
+namespace {
+
+constexpr int kVictim = 2;
+constexpr int64_t kTimeoutMs = 10000;
+constexpr int64_t kMarginMs = 5000;
+constexpr int64_t kAbortMaxMs = 5000;
+constexpr int64_t kMsNs = 1000000;
+
+// Value slots the survivors report.
+enum Slot { kErrLatencyMs = 0, kAbortMs = 1, kErrCode = 2, kIters = 3 };
+
+int killLoopBody(int rank, int n, const ncclUniqueId& id) {
+  ncclComm_t comm = nullptr;
+  MP_NCCL(initComm(&comm, n, id, rank));
+  const size_t count = size_t(4) << 20;  // 16 MiB of floats per call
+  HostBuf in(ncclFloat32, count), out(ncclFloat32, count);
+  in.fill(1.0);
+  const int64_t loopDeadline = monoNs() + 60000 * kMsNs;
+  ncclResult_t r = ncclSuccess;
+  int iter = 0;
+  int64_t returned = 0;
+  for (;; ++iter) {
+    if (rank == kVictim && iter == 3) harnessSignalReady();
+    r = ncclAllReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr);
+    returned = monoNs();
+    if (r != ncclSuccess) break;
+    MP_CHECK(out.get(count - 1) == double(n), "iteration %d: wrong sum %g before the kill", iter, out.get(count - 1));
+    MP_CHECK(returned < loopDeadline, "rank %d: no error 60 s into the loop (victim killed at %lld)", rank,
+             (long long)harnessKillTimeNs());
+  }
+  harnessSetValue(kIters, iter);
+  harnessSetValue(kErrCode, int64_t(r));
+  MP_CHECK(rank != kVictim, "the victim itself saw %s", resultName(r).c_str());
+  MP_CHECK(r == ncclRemoteError || r == ncclSystemError, "survivor %d: AllReduce returned %s", rank,
+           resultName(r).c_str());
+  // The parent stores the kill time right after kill(); allow for that race.
+  int64_t killT = harnessKillTimeNs();
+  for (int k = 0; killT == 0 && k < 1000; ++k) {
+    usleep(1000);
+    killT = harnessKillTimeNs();
+  }
+  MP_CHECK(killT != 0, "survivor %d failed at iteration %d although nobody was killed", rank, iter);
+  int64_t latencyMs = (returned - killT) / kMsNs;
+  harnessSetValue(kErrLatencyMs, latencyMs);
+  MP_CHECK(latencyMs <= kTimeoutMs + kMarginMs, "survivor %d took %lld ms after the kill to fail", rank,
+           (long long)latencyMs);
+  int64_t t0 = monoNs();
+  ncclResult_t ra = ncclCommAbort(comm);
+  int64_t abortMs = (monoNs() - t0) / kMsNs;
+  harnessSetValue(kAbortMs, abortMs);
+  MP_CHECK(ra == ncclSuccess, "ncclCommAbort returned %s", resultName(ra).c_str());
+  MP_CHECK(abortMs <= kAbortMaxMs, "ncclCommAbort took %lld ms", (long long)abortMs);
+  return 0;
+}
+
+void runKillTest(bool separateNodes) {
+  RunOptions o;
+  o.timeoutSec = 100;
+  o.killRank = kVictim;
+  o.killOnReady = true;
+  o.killDelayMs = 20;
+  o.env["FERRY_TIMEOUT_MS"] = std::to_string(kTimeoutMs);
+  if (separateNodes) {
+    o.rankEnv.resize(4);
+    for (int r = 0; r < 4; ++r) o.rankEnv[r]["NCCL_HOSTID"] = "mp-fault-node-" + std::to_string(r);
+  }
+  RunResult res = runRanks(4, killLoopBody, o);
+  ASSERT_RANKS_OK(res);
+  EXPECT_TRUE(res.ranks[kVictim].killedByHarness) << res.summary();
+  for (int r = 0; r < 4; ++r) {
+    if (r == kVictim) continue;
+    const RankResult& rr = res.ranks[r];
+    EXPECT_LE(rr.values[kErrLatencyMs], kTimeoutMs + kMarginMs) << "rank " << r;
+    EXPECT_LE(rr.values[kAbortMs], kAbortMaxMs) << "rank " << r;
+    EXPECT_TRUE(rr.values[kErrCode] == ncclRemoteError || rr.values[kErrCode] == ncclSystemError)
+        << "rank " << r << " code " << rr.values[kErrCode];
+  }
+}
+
+TEST(MpFault, KilledRankMidAllReduceSameNode) { runKillTest(false); }
+
+TEST(MpFault, KilledRankMidAllReduceSeparateNodes) { runKillTest(true); }
+
+// Rank 0 blocks in `op` against rank 1, which never joins; a second thread
+// aborts rank 0's comm after 500 ms.
+enum class Wait { kAllReduce, kRecv };
+
+int abortWhileWaitingBody(int rank, int n, const ncclUniqueId& id, Wait what) {
+  ncclComm_t comm = nullptr;
+  MP_NCCL(initComm(&comm, n, id, rank));
+  if (rank == 1) {
+    // Stay alive and silent until rank 0 is done, then leave.
+    MP_CHECK(harnessBarrier(1, 40000), "rank 0 never finished");
+    int64_t t0 = monoNs();
+    ncclResult_t ra = ncclCommAbort(comm);
+    int64_t ms = (monoNs() - t0) / kMsNs;
+    MP_CHECK(ra == ncclSuccess, "peer's ncclCommAbort returned %s", resultName(ra).c_str());
+    MP_CHECK(ms <= kAbortMaxMs, "peer's ncclCommAbort took %lld ms", (long long)ms);
+    return 0;
+  }
+  const size_t count = 1 << 20;
+  HostBuf in(ncclFloat32, count), out(ncclFloat32, count);
+  in.fill(1.0);
+  std::atomic<int64_t> abortAt{0};
+  std::atomic<int> abortRes{-1};
+  std::thread killer([&] {
+    usleep(500 * 1000);
+    abortAt.store(monoNs());
+    abortRes.store(int(ncclCommAbort(comm)));
+  });
+  int64_t t0 = monoNs();
+  ncclResult_t r = what == Wait::kAllReduce
+                       ? ncclAllReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr)
+                       : ncclRecv(out.data(), count, ncclFloat32, 1, comm, nullptr);
+  int64_t t1 = monoNs();
+  killer.join();
+  bool peerDone = harnessBarrier(1, 40000);
+  MP_CHECK(r != ncclSuccess, "the waiting call succeeded although the peer never joined");
+  MP_CHECK(t1 - t0 >= 400 * kMsNs, "the call returned %s after only %lld ms, before the abort",
+           resultName(r).c_str(), (long long)((t1 - t0) / kMsNs));
+  int64_t lagMs = (t1 - abortAt.load()) / kMsNs;
+  harnessSetValue(0, lagMs);
+  MP_CHECK(lagMs <= kAbortMaxMs, "the waiting call returned %lld ms after ncclCommAbort", (long long)lagMs);
+  MP_CHECK(abortRes.load() == ncclSuccess, "ncclCommAbort returned %d", abortRes.load());
+  MP_CHECK(peerDone);
+  return 0;
+}
+
+void runAbortTest(Wait what) {
+  RunOptions o;
+  o.timeoutSec = 60;
+  o.env["FERRY_TIMEOUT_MS"] = "60000";  // only the abort may end the wait
+  RunResult res = runRanks(
+      2, [what](int rank, int n, const ncclUniqueId& id) { return abortWhileWaitingBody(rank, n, id, what); }, o);
+  ASSERT_RANKS_OK(res);
+  EXPECT_LE(res.ranks[0].values[0], kAbortMaxMs);
+}
+
+TEST(MpFault, AbortFromAnotherThreadUnblocksAllReduce) { runAbortTest(Wait::kAllReduce); }
+
+TEST(MpFault, AbortFromAnotherThreadUnblocksRecv) { runAbortTest(Wait::kRecv); }
+
+}  // namespace
+}  // namespace ferry::mp

@@ -1,0 +1,141 @@
+// Helpers shared by the multi-process suites: datatype codecs for exact small
+// integers (including half, bfloat16 and both fp8 formats), value generators
+// whose reductions are exact in every type, buffer checks, and check macros
+// that record a message for the parent and return a failure code.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "tests/mp/harness.h"
+
+namespace ferry::mp {
+
+// ---- Datatypes ----
+constexpr ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
+                                        ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
+                                        ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+size_t dtypeSize(ncclDataType_t dt);
+const char* dtypeName(ncclDataType_t dt);
+bool dtypeSigned(ncclDataType_t dt);
+bool dtypeFloat(ncclDataType_t dt);
+// Largest L such that every integer in [-L, L] (or [0, L] if unsigned) is
+// exact in dt; capped at 1<<20 for the wide types.
+int64_t dtypeExactLimit(ncclDataType_t dt);
+// Stores v (must be exactly representable: aborts otherwise, a test bug).
+void encodeValue(ncclDataType_t dt, double v, void* base, size_t idx);
+double decodeValue(ncclDataType_t dt, const void* base, size_t idx);
+
+// ---- Reduction ops as the tests see them (PreMulSum needs creating) ----
+enum class TestOp { kSum, kProd, kMax, kMin, kAvg, kPreMulSum };
+constexpr TestOp kAllOps[] = {TestOp::kSum, TestOp::kProd, TestOp::kMax,
+                              TestOp::kMin, TestOp::kAvg,  TestOp::kPreMulSum};
+const char* opName(TestOp op);
+constexpr double kPreMulScalar = 2.0;
+
+struct RedCase {
+  ncclDataType_t dt;
+  TestOp op;
+  int nranks;
+};
+// False when no input pattern gives an exact result (float avg with a
+// non-power-of-two rank count: NCCL premultiplies by 1/nranks).
+bool redCaseExact(const RedCase& c);
+// Input of `rank` at element i; the reduction over ranks is exact in c.dt.
+double redInput(const RedCase& c, int rank, size_t i);
+// The exact reduction over all ranks of redInput(c, r, i).
+double redExpected(const RedCase& c, size_t i);
+
+// Creates the ncclRedOp_t for op (PreMulSum: scalar kPreMulScalar, host
+// immediate); releaseOp destroys it again. Both return ncclResult_t.
+ncclResult_t acquireOp(TestOp op, ncclDataType_t dt, ncclComm_t comm, ncclRedOp_t* out);
+ncclResult_t releaseOp(TestOp op, ncclRedOp_t nop, ncclComm_t comm);
+
+// Value for data-movement collectives (no reduction): distinct-ish small
+// integers exact in dt, varying with the source rank and element index.
+double moveValue(ncclDataType_t dt, int srcRank, size_t i);
+// Pre-fill value for receive buffers: the extreme exact value of dt, which
+// the generators above rarely produce, so an unwritten element shows.
+double sentinelValue(ncclDataType_t dt);
+
+// ---- Host buffers (malloc) ----
+class HostBuf {
+ public:
+  HostBuf(ncclDataType_t dt, size_t count);
+  ~HostBuf();
+  HostBuf(const HostBuf&) = delete;
+  HostBuf& operator=(const HostBuf&) = delete;
+  void* data() { return p_; }
+  const void* data() const { return p_; }
+  // Pointer to element i (for in-place offsets).
+  void* at(size_t i) { return static_cast<char*>(p_) + i * dtypeSize(dt_); }
+  size_t count() const { return count_; }
+  ncclDataType_t dtype() const { return dt_; }
+  void set(size_t i, double v) { encodeValue(dt_, v, p_, i); }
+  double get(size_t i) const { return decodeValue(dt_, p_, i); }
+  void fill(double v);
+  void fill(const std::function<double(size_t)>& f);
+
+ private:
+  ncclDataType_t dt_;
+  size_t count_;
+  void* p_;
+};
+
+// Checks buf[off + k] == expect(k) for k < n. Logs up to 4 mismatches with
+// `what`; returns true when all match.
+bool checkBuf(const HostBuf& buf, size_t off, size_t n, const std::function<double(size_t)>& expect,
+              const std::string& what);
+
+// ---- Communicators ----
+ncclResult_t initComm(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank);
+// Finalize + destroy; returns the first error.
+ncclResult_t closeComm(ncclComm_t comm);
+
+std::string resultName(ncclResult_t r);
+
+}  // namespace ferry::mp
+
+// Inside a rank body (or a helper returning int): on failure, record where
+// and why for the parent, then return 1.
+#define MP_NCCL(call)                                                                             \
+  do {                                                                                            \
+    ncclResult_t mpRes_ = (call);                                                                 \
+    if (mpRes_ != ncclSuccess) {                                                                  \
+      ::ferry::mp::harnessMessage("%s:%d: %s returned %s", __FILE__, __LINE__, #call,             \
+                                  ::ferry::mp::resultName(mpRes_).c_str());                       \
+      return 1;                                                                                   \
+    }                                                                                             \
+  } while (0)
+
+#define MP_EXPECT_RESULT(call, want)                                                              \
+  do {                                                                                            \
+    ncclResult_t mpRes_ = (call);                                                                 \
+    if (mpRes_ != (want)) {                                                                       \
+      ::ferry::mp::harnessMessage("%s:%d: %s returned %s, expected %s", __FILE__, __LINE__,       \
+                                  #call, ::ferry::mp::resultName(mpRes_).c_str(),                 \
+                                  ::ferry::mp::resultName(want).c_str());                         \
+      return 1;                                                                                   \
+    }                                                                                             \
+  } while (0)
+
+// MP_CHECK(cond) or MP_CHECK(cond, "fmt", args...)
+#define MP_CHECK(cond, ...)                                                                       \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      ::ferry::mp::harnessMessage("%s:%d: check failed: %s", __FILE__, __LINE__, #cond);          \
+      ::ferry::mp::harnessMessage("  " __VA_ARGS__);                                              \
+      return 1;                                                                                   \
+    }                                                                                             \
+  } while (0)
+
+// Propagates a failing int-returning helper.
+#define MP_TRY(expr)                 \
+  do {                               \
+    int mpRc_ = (expr);              \
+    if (mpRc_ != 0) return mpRc_;    \
+  } while (0)
