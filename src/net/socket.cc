@@ -53,7 +53,7 @@ Result<Socket> connectOnce(const SockAddr& to, const Until& until, int* err) {
     }
     pollfd p{s.fd(), POLLOUT, 0};
     while (true) {
-      if (until.expired()) return until.check("connecting to " + to.toString());
+      if (until.expired()) return Socket();  // caller reports the deadline
       int rc = ::poll(&p, 1, until.sliceMs());
       if (rc > 0) break;
       if (rc < 0 && errno != EINTR) return systemError("poll failed: " + errnoText(errno));
@@ -167,22 +167,28 @@ Result<Socket> connectSocket(const SockAddr& to, const Until& until) {
   if (!to.valid()) return invalidArgument("connect: invalid address");
   int64_t pauseMs = 5;
   int attempts = 0;
+  int lastErr = 0;
   while (true) {
     int err = 0;
     FERRY_ASSIGN(Socket s, connectOnce(to, until, &err));
     attempts++;
     if (s.valid()) return s;
-    Status st = until.check("connecting to " + to.toString() + " (" + std::to_string(attempts) +
-                            " attempts, last error: " + errnoText(err) + ")");
-    if (!st.isOk()) return st;
-    FERRY_TRACE(log::kNet, "connect to %s: %s, retrying in %ld ms", to.toString().c_str(),
-                errnoText(err).c_str(), static_cast<long>(pauseMs));
-    // Sleep in slices so an abort is seen promptly.
-    int64_t wakeMs = nowMs() + pauseMs;
-    while (nowMs() < wakeMs && !until.aborted() && until.remainingMs() > 0) {
-      sleepMs(std::min<int64_t>({wakeMs - nowMs(), until.remainingMs(), Until::kSliceMs}));
+    if (err != 0) lastErr = err;
+    if (!until.expired()) {
+      FERRY_TRACE(log::kNet, "connect to %s: %s, retrying in %ld ms", to.toString().c_str(),
+                  errnoText(err).c_str(), static_cast<long>(pauseMs));
+      // Sleep in slices so an abort is seen promptly.
+      int64_t wakeMs = nowMs() + pauseMs;
+      while (nowMs() < wakeMs && !until.expired()) {
+        sleepMs(std::min<int64_t>({wakeMs - nowMs(), until.remainingMs(), Until::kSliceMs}));
+      }
+      pauseMs = std::min<int64_t>(pauseMs * 2, 200);
     }
-    pauseMs = std::min<int64_t>(pauseMs * 2, 200);
+    if (until.expired()) {
+      return until.check("connecting to " + to.toString() + " (" + std::to_string(attempts) +
+                         " attempts, last error: " +
+                         (lastErr ? errnoText(lastErr) : std::string("none")) + ")");
+    }
   }
 }
 
@@ -199,6 +205,8 @@ Result<Socket> acceptSocket(const Socket& listener, const Until& until) {
       return s;
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+      // abort() shuts the listener down, which makes accept fail: report the abort.
+      if (until.aborted()) return until.check("waiting for a connection");
       return systemError("accept on " + listener.peer().toString() + " failed: " +
                          errnoText(errno));
     }

@@ -18,6 +18,12 @@ Status peerGone(const Socket& s, int err) {
 
 bool peerError(int err) { return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT; }
 
+// An abort shuts sockets down, which surfaces as EOF/EPIPE: report the abort.
+Status failure(const Status& st, const Until& until) {
+  if (until.aborted()) return until.check("transferring data (" + st.message() + ")");
+  return st;
+}
+
 // Shared loop for sendAll/recvAll/sendRecvAll: `out`/`in` may be null.
 Status transfer(const Socket* out, const char* sdata, size_t sbytes, const Socket* in, char* rdata,
                 size_t rbytes, const Until& until) {
@@ -25,14 +31,16 @@ Status transfer(const Socket* out, const char* sdata, size_t sbytes, const Socke
   while (sent < sbytes || got < rbytes) {
     bool moved = false;
     if (sent < sbytes) {
-      FERRY_ASSIGN(size_t n, sendSome(*out, sdata + sent, sbytes - sent));
-      sent += n;
-      moved = moved || n > 0;
+      auto n = sendSome(*out, sdata + sent, sbytes - sent);
+      if (!n.isOk()) return failure(n.status(), until);
+      sent += n.value();
+      moved = moved || n.value() > 0;
     }
     if (got < rbytes) {
-      FERRY_ASSIGN(size_t n, recvSome(*in, rdata + got, rbytes - got));
-      got += n;
-      moved = moved || n > 0;
+      auto n = recvSome(*in, rdata + got, rbytes - got);
+      if (!n.isOk()) return failure(n.status(), until);
+      got += n.value();
+      moved = moved || n.value() > 0;
     }
     if (moved) continue;
     const Socket* who = got < rbytes ? in : out;
