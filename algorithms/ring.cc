@@ -3,6 +3,8 @@
 // Every rank sends only to next = rank+1 and receives only from
 // prev = rank-1, so each link carries the bandwidth-optimal 2(n-1)/n (or
 // (n-1)/n) of the data, and one lane per rank keeps the connection order.
+#include <algorithm>
+
 #include "algorithms/schedule.h"
 
 namespace ferry {
@@ -16,13 +18,15 @@ struct Ring {
   int mod(int c) const { return ((c % n) + n) % n; }
 };
 
-// Chunk c of a buffer of `total` elements split into n chunks.
-struct Chunks {
-  size_t total, elem;
-  int n;
-  size_t start(int c) const { return blockStart(total, n, c, elem); }
-  size_t bytes(int c) const { return start(c + 1) - start(c); }
-};
+// Rounds that move at most chunkBytes per step (see CollArgs::chunkBytes).
+// A round of AllReduce spans `chunksPerRound` = n chunks of the buffer; one
+// of ReduceScatter/AllGather moves the same slice of every rank's block.
+template <typename Body>
+void forEachRound(size_t count, size_t elem, int chunksPerRound, size_t chunkBytes, Body body) {
+  size_t chunkElems = chunkBytes ? std::max<size_t>(1, chunkBytes / elem) : count;
+  size_t roundElems = chunkElems * chunksPerRound;
+  for (size_t base = 0; base < count; base += roundElems) body(base, std::min(roundElems, count - base));
+}
 
 Step step(StepKind k, int sendPeer, int recvPeer, Region src, Region dst, size_t bytes) {
   Step s;
@@ -47,24 +51,24 @@ Lane singleCopy(size_t bytes) {
 }
 
 // Reduce-scatter phase shared by AllReduce and ReduceScatter. `shift` picks
-// which chunk a rank ends up owning: rank r finishes chunk r + 1 + shift.
-// `outBase(c)` is where a finished chunk c goes in the output.
-template <typename OutOffset>
-void reducePhase(const Ring& r, const Chunks& ch, int shift, bool alsoSend, OutOffset outBase,
+// which chunk a rank ends up owning: rank r finishes chunk r + shift - (n-1).
+// inAt(c)/outAt(c) give chunk c's input and output offsets.
+template <typename In, typename Out, typename Bytes>
+void reducePhase(const Ring& r, int shift, bool alsoSend, In inAt, Out outAt, Bytes bytes,
                  std::vector<Step>* steps) {
   int c0 = r.mod(r.rank + shift);
-  Step first = step(StepKind::kSend, r.next, -1, in(ch.start(c0)), {}, ch.bytes(c0));
+  Step first = step(StepKind::kSend, r.next, -1, in(inAt(c0)), {}, bytes(c0));
   first.scaleSrc = true;
   steps->push_back(first);
   for (int k = 1; k < r.n - 1; ++k) {
     int c = r.mod(r.rank + shift - k);
-    Step s = step(StepKind::kRecvReduceSend, r.next, r.prev, in(ch.start(c)), {}, ch.bytes(c));
+    Step s = step(StepKind::kRecvReduceSend, r.next, r.prev, in(inAt(c)), {}, bytes(c));
     s.scaleSrc = true;
     steps->push_back(s);
   }
   int c = r.mod(r.rank + shift - (r.n - 1));
   StepKind k = alsoSend ? StepKind::kRecvReduceCopySend : StepKind::kRecvReduceCopy;
-  Step last = step(k, alsoSend ? r.next : -1, r.prev, in(ch.start(c)), out(outBase(c)), ch.bytes(c));
+  Step last = step(k, alsoSend ? r.next : -1, r.prev, in(inAt(c)), out(outAt(c)), bytes(c));
   last.scaleSrc = true;
   last.finalValue = true;
   steps->push_back(last);
@@ -72,24 +76,32 @@ void reducePhase(const Ring& r, const Chunks& ch, int shift, bool alsoSend, OutO
 
 Schedule allReduce(const CollArgs& a) {
   Ring r(a);
-  Chunks ch{a.count, a.elemSize, a.nranks};
   std::vector<Step> s;
-  reducePhase(r, ch, 0, true, [&](int c) { return ch.start(c); }, &s);
-  // Gather phase: rank r owns chunk r+1 now and receives chunk r, r-1, ...
-  for (int j = 1; j < r.n; ++j) {
-    int c = r.mod(r.rank - j + 1);
-    bool last = j == r.n - 1;
-    s.push_back(step(last ? StepKind::kRecv : StepKind::kRecvCopySend, last ? -1 : r.next, r.prev,
-                     {}, out(ch.start(c)), ch.bytes(c)));
-  }
+  forEachRound(a.count, a.elemSize, r.n, a.chunkBytes, [&](size_t base, size_t len) {
+    size_t off = base * a.elemSize;
+    auto at = [&](int c) { return off + blockStart(len, r.n, c, a.elemSize); };
+    auto bytes = [&](int c) { return at(c + 1) - at(c); };
+    reducePhase(r, 0, true, at, at, bytes, &s);
+    // Gather phase: rank r owns chunk r+1 now and receives chunk r, r-1, ...
+    for (int j = 1; j < r.n; ++j) {
+      int c = r.mod(r.rank - j + 1);
+      bool last = j == r.n - 1;
+      s.push_back(step(last ? StepKind::kRecv : StepKind::kRecvCopySend, last ? -1 : r.next,
+                       r.prev, {}, out(at(c)), bytes(c)));
+    }
+  });
   return Schedule{"ring", {Lane{std::move(s)}}};
 }
 
 Schedule reduceScatter(const CollArgs& a) {
   Ring r(a);
-  Chunks ch{a.count * a.nranks, a.elemSize, a.nranks};
+  size_t block = a.count * a.elemSize;
   std::vector<Step> s;
-  reducePhase(r, ch, -1, false, [](int) { return size_t{0}; }, &s);
+  forEachRound(a.count, a.elemSize, 1, a.chunkBytes, [&](size_t base, size_t len) {
+    size_t off = base * a.elemSize, bytes = len * a.elemSize;
+    reducePhase(r, -1, false, [&](int c) { return c * block + off; }, [&](int) { return off; },
+                [&](int) { return bytes; }, &s);
+  });
   return Schedule{"ring", {Lane{std::move(s)}}};
 }
 
@@ -98,13 +110,16 @@ Schedule allGather(const CollArgs& a) {
   size_t block = a.count * a.elemSize;
   std::vector<Step> s;
   if (!a.inPlace) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(block * r.rank), block));
-  s.push_back(step(StepKind::kSend, r.next, -1, in(0), {}, block));
-  for (int j = 1; j < r.n; ++j) {
-    int c = r.mod(r.rank - j);
-    bool last = j == r.n - 1;
-    s.push_back(step(last ? StepKind::kRecv : StepKind::kRecvCopySend, last ? -1 : r.next, r.prev,
-                     {}, out(block * c), block));
-  }
+  forEachRound(a.count, a.elemSize, 1, a.chunkBytes, [&](size_t base, size_t len) {
+    size_t off = base * a.elemSize, bytes = len * a.elemSize;
+    s.push_back(step(StepKind::kSend, r.next, -1, in(off), {}, bytes));
+    for (int j = 1; j < r.n; ++j) {
+      int c = r.mod(r.rank - j);
+      bool last = j == r.n - 1;
+      s.push_back(step(last ? StepKind::kRecv : StepKind::kRecvCopySend, last ? -1 : r.next,
+                       r.prev, {}, out(block * c + off), bytes));
+    }
+  });
   return Schedule{"ring", {Lane{std::move(s)}}};
 }
 

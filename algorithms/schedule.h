@@ -82,6 +82,11 @@ struct CollArgs {
   size_t count = 0;         // NCCL's count argument (per rank block for gather-like ops)
   size_t elemSize = 1;
   bool inPlace = false;     // input and output are the same memory as NCCL defines it
+  // Largest piece of data one ring step may carry. Ring collectives run in
+  // rounds of nranks*chunkBytes so a step's output always fits in the
+  // receiver's FIFO; without it every rank would block sending its first
+  // chunk. 0 = one round.
+  size_t chunkBytes = 0;
 };
 
 // Schedules of the built-in algorithms (algorithms/*.cc).

@@ -3,6 +3,7 @@
 // node, then sockets). NCCL_SHM_DISABLE is honoured inside ShmTransport.
 #include "transports/self/self.h"
 #include "transports/shm/shm.h"
+#include "transports/socket/socket_transport.h"
 #include "transports/transport.h"
 
 namespace ferry {
@@ -11,6 +12,7 @@ std::vector<std::unique_ptr<Transport>> createTransports() {
   std::vector<std::unique_ptr<Transport>> list;
   list.push_back(std::make_unique<SelfTransport>());
   list.push_back(std::make_unique<shm::ShmTransport>());
+  list.push_back(std::make_unique<socket::SocketTransport>());
   return list;
 }
 

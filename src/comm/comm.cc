@@ -21,6 +21,12 @@ Comm::Comm(int rank, int nranks, CommConfig config)
   execOptions_.allowRefs = !config::getBool(config::Param::kP2pDisable);
   execOptions_.refThreshold = static_cast<size_t>(
       std::max<int64_t>(1, config::getInt(config::Param::kCmaThreshold)));
+  // A ring step must fit in half of the smallest connection FIFO.
+  using config::Param;
+  int64_t shmFifo = config::getInt(Param::kShmSlots) * config::getInt(Param::kShmSlotBytes);
+  int64_t sockFifo = config::getInt(Param::kSocketSlots) * config::getInt(Param::kSocketSlotBytes);
+  int64_t chunk = std::min({config::getInt(Param::kChunkBytes), shmFifo / 2, sockFifo / 2});
+  chunkBytes_ = static_cast<size_t>(std::max<int64_t>(4096, chunk));
   asyncResult_.store(ncclInProgress);
 }
 

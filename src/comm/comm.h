@@ -84,6 +84,7 @@ class Comm final : public ConnectionSource {
   const PremulOp* premul(int op) const;
 
   ExecOptions execOptions() const { return execOptions_; }
+  size_t chunkBytes() const { return chunkBytes_; }
   int64_t timeoutMs() const { return timeoutMs_; }
   uint64_t commHash() const { return ctx_.commHash; }
   int nextSplitSeq() { return splitSeq_++; }
@@ -110,6 +111,7 @@ class Comm final : public ConnectionSource {
   bool finalized_ = false;
   std::vector<std::unique_ptr<PremulOp>> premulOps_;
   ExecOptions execOptions_;
+  size_t chunkBytes_ = 0;
   int64_t timeoutMs_ = 30000;
   int64_t peerCheckMs_ = 100;
   int64_t lastPeerCheckMs_ = 0;

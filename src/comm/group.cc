@@ -47,7 +47,9 @@ Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vec
   Comm* c = w->comm;
   std::string algoFilter = config::getString(config::Param::kAlgo);
   for (const CollTask& t : colls) {
-    FERRY_ASSIGN(Schedule s, selectSchedule(t.args, algoFilter));
+    CollArgs args = t.args;
+    args.chunkBytes = c->chunkBytes();
+    FERRY_ASSIGN(Schedule s, selectSchedule(args, algoFilter));
     std::vector<void*> bufs = {const_cast<void*>(t.sendbuff), t.recvbuff};
     w->execs.push_back(std::make_unique<Executor>(std::move(s), std::move(bufs), t.args.elemSize,
                                                   t.reduce, c->execOptions()));

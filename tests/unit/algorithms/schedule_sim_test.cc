@@ -89,7 +89,7 @@ struct Sim {
 int64_t val(int rank, size_t i) { return rank * 1000003 + static_cast<int64_t>(i); }
 
 // Builds schedules and buffers for `kind`; returns the simulator after running.
-Sim simulate(CollKind kind, int n, size_t count, int root, bool inPlace) {
+Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes) {
   Sim sim{n, {}, {}, {}};
   size_t inElems = count, outElems = count;
   if (kind == CollKind::kAllGather || kind == CollKind::kAllToAll) outElems = count * n;
@@ -97,7 +97,7 @@ Sim simulate(CollKind kind, int n, size_t count, int root, bool inPlace) {
   if (kind == CollKind::kGather) outElems = count * n;
   if (kind == CollKind::kScatter) inElems = count * n;
   for (int r = 0; r < n; ++r) {
-    CollArgs a{kind, r, n, root, count, 8, false};
+    CollArgs a{kind, r, n, root, count, 8, false, chunkBytes};
     Result<Schedule> s = selectSchedule(a, "");
     EXPECT_TRUE(s.isOk());
     // No (peer, direction) may be used by two lanes.
@@ -134,37 +134,37 @@ int64_t sumAt(int n, size_t i) {
   return t;
 }
 
-class ScheduleSim : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+class ScheduleSim : public ::testing::TestWithParam<std::tuple<int, size_t, size_t>> {};
 
 TEST_P(ScheduleSim, AllCollectivesExact) {
-  auto [n, count] = GetParam();
+  auto [n, count, chunk] = GetParam();
   {
-    Sim s = simulate(CollKind::kAllReduce, n, count, 0, false);
+    Sim s = simulate(CollKind::kAllReduce, n, count, 0, chunk);
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, i), sumAt(n, i)) << "allreduce";
   }
   {
-    Sim s = simulate(CollKind::kReduceScatter, n, count, 0, false);
+    Sim s = simulate(CollKind::kReduceScatter, n, count, 0, chunk);
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, i), sumAt(n, r * count + i));
   }
   {
-    Sim s = simulate(CollKind::kAllGather, n, count, 0, false);
+    Sim s = simulate(CollKind::kAllGather, n, count, 0, chunk);
     for (int r = 0; r < n; ++r)
       for (int p = 0; p < n; ++p)
         for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, p * count + i), val(p, i));
   }
   {
-    Sim s = simulate(CollKind::kAllToAll, n, count, 0, false);
+    Sim s = simulate(CollKind::kAllToAll, n, count, 0, chunk);
     for (int r = 0; r < n; ++r)
       for (int p = 0; p < n; ++p)
         for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, p * count + i), val(p, r * count + i));
   }
   for (int root : {0, n - 1, n / 2}) {
-    Sim b = simulate(CollKind::kBroadcast, n, count, root, false);
-    Sim red = simulate(CollKind::kReduce, n, count, root, false);
-    Sim g = simulate(CollKind::kGather, n, count, root, false);
-    Sim sc = simulate(CollKind::kScatter, n, count, root, false);
+    Sim b = simulate(CollKind::kBroadcast, n, count, root, chunk);
+    Sim red = simulate(CollKind::kReduce, n, count, root, chunk);
+    Sim g = simulate(CollKind::kGather, n, count, root, chunk);
+    Sim sc = simulate(CollKind::kScatter, n, count, root, chunk);
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) {
         ASSERT_EQ(outAt(b, r, i), val(root, i));
@@ -179,7 +179,9 @@ TEST_P(ScheduleSim, AllCollectivesExact) {
 INSTANTIATE_TEST_SUITE_P(Ranks, ScheduleSim,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
                                             ::testing::Values(size_t{0}, size_t{1}, size_t{7},
-                                                              size_t{1000})));
+                                                              size_t{1000}),
+                                            // chunk bytes: one round, or rounds of 3 elements
+                                            ::testing::Values(size_t{0}, size_t{24})));
 
 TEST(ScheduleSim, P2pLanesKeepOrderPerPeer) {
   std::vector<P2pOp> ops = {{true, 1, 8}, {false, 1, 8}, {true, 1, 16}, {true, 2, 8}};
