@@ -9,6 +9,7 @@
 // neither lock is ever re-entered.
 #include "core/log.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -124,7 +125,16 @@ std::string expandPath(const std::string& pattern) {
   return out;
 }
 
+// A forked child must not print its parent's pid/tid: reset the caches in
+// the child (the forking thread is the child's only thread).
+void afterFork() {
+  tTid = 0;
+  pid_ = static_cast<int>(getpid());
+}
+
 int tid() {
+  static const int registered = pthread_atfork(nullptr, nullptr, afterFork);
+  (void)registered;
   if (tTid == 0) tTid = static_cast<int>(gettid());
   return tTid;
 }
