@@ -47,7 +47,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const ncclUniqueId& id, int
              nif.addr.toString().c_str());
   FERRY_TRY(b->checkIn(idc.root, u));
   FERRY_TRY(b->connectRing(u));
-  FERRY_INFO(log::kBootstrap, "Bootstrap: rank %d of %d ready (listening at %s)", rank, nranks,
+  FERRY_TRACE(log::kBootstrap, "Bootstrap: rank %d of %d ready (listening at %s)", rank, nranks,
              b->listener_.peer().toString().c_str());
   return b;
 }

@@ -23,10 +23,6 @@ struct __attribute__((packed)) Hello {
   uint64_t commHash;
 };
 
-struct __attribute__((packed)) HelloAck {
-  int32_t rank;
-};
-
 std::string rankName(int rank) { return "rank " + std::to_string(rank); }
 
 }  // namespace
@@ -52,7 +48,7 @@ Result<std::unique_ptr<Connection>> SocketTransport::connect(const CommContext& 
   SockAddr addr = SockAddr::unpack((*ctx.peers)[peer].sockAddr, SockAddr::kPackedBytes);
   if (!addr.valid()) return invalidArgument("socket: " + rankName(peer) + " published no address");
   Until u = Until::after(ctx.timeoutMs, ctx.abortFlag);
-  Result<Socket> s = ctx.rank < peer ? dial(ctx, peer, addr, u) : acceptFrom(ctx, peer, u);
+  Result<Socket> s = ctx.rank < peer ? dial(ctx, addr, u) : acceptFrom(ctx, peer, u);
   if (!s.isOk()) {
     return Status(s.status().code(), "socket: connecting rank " + std::to_string(ctx.rank) +
                                           " to " + rankName(peer) + " (" + addr.toString() +
@@ -68,16 +64,14 @@ Result<std::unique_ptr<Connection>> SocketTransport::connect(const CommContext& 
       new SocketConnection(s.take(), peer, addr, slots, slotBytes));
 }
 
-Result<Socket> SocketTransport::dial(const CommContext& ctx, int peer, const SockAddr& addr,
+Result<Socket> SocketTransport::dial(const CommContext& ctx, const SockAddr& addr,
                                      const Until& u) {
   FERRY_ASSIGN(Socket s, connectSocket(addr, u));
+  // No answer is awaited: the kernel completes the connection from the
+  // peer's backlog, so dialing never waits for the peer to reach connect()
+  // (a refused hello shows up as a closed connection on first use).
   Hello h{ctx.secret, kHelloType, ctx.rank, ctx.commHash};
   FERRY_TRY(sendAll(s, &h, sizeof(h), u));
-  HelloAck ack{};
-  FERRY_TRY(recvAll(s, &ack, sizeof(ack), u));
-  if (ack.rank != peer) {
-    return remoteError("the listener answered as " + rankName(ack.rank));
-  }
   return s;
 }
 
@@ -100,8 +94,6 @@ Result<int> SocketTransport::readHello(const CommContext& ctx, const Socket& s, 
     FERRY_WARN("socket: rank %d refused connection from %s: %s", ctx.rank, from.c_str(), why);
     return -1;
   }
-  HelloAck ack{ctx.rank};
-  FERRY_TRY(sendAll(s, &ack, sizeof(ack), u));
   return static_cast<int>(h.rank);
 }
 

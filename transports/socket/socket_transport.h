@@ -3,7 +3,8 @@
 //
 // setup() listens on the selected interface and publishes the address in
 // PeerInfo::sockAddr. For each pair the lower rank connects to the higher
-// one and says hello {secret, commHash, rank}; the higher rank accepts,
+// one and says hello {secret, commHash, rank} (without waiting for an
+// answer, so a dial never depends on the peer's progress); the higher rank accepts,
 // refuses hellos of other communicators or intruders, and parks connections
 // from other peers that arrive early until their own connect() call.
 #pragma once
@@ -31,7 +32,7 @@ class SocketTransport : public Transport {
   const SockAddr& listenAddr() const { return listener_.peer(); }
 
  private:
-  Result<Socket> dial(const CommContext& ctx, int peer, const SockAddr& addr, const Until& u);
+  Result<Socket> dial(const CommContext& ctx, const SockAddr& addr, const Until& u);
   Result<Socket> acceptFrom(const CommContext& ctx, int peer, const Until& u);
   // Read and check one hello; the peer's rank, or -1 if the connection was refused.
   Result<int> readHello(const CommContext& ctx, const Socket& s, const Until& u);

@@ -164,6 +164,20 @@ TEST(SocketTransport, FullMeshAnyConnectOrder) {
   for (int r = 0; r < n; r++) EXPECT_TRUE(st[r].isOk()) << "rank " << r << ": " << st[r].message();
 }
 
+TEST(SocketTransport, DialDoesNotWaitForThePeersConnectCall) {
+  ThreadComm comm(2);
+  // Rank 0 dials and gets its connection before rank 1 ever calls connect().
+  auto c0 = comm.tr[0].connect(comm.ctx[0], 1);
+  ASSERT_TRUE(c0.isOk()) << c0.status().message();
+  auto c1 = comm.tr[1].connect(comm.ctx[1], 0);
+  ASSERT_TRUE(c1.isOk()) << c1.status().message();
+  auto st = test::runThreads(2, [&](int r) -> Status {
+    return exchange(r == 0 ? *c0.value() : *c1.value(), r, 1 - r, 30, 64 << 10, 10000);
+  });
+  EXPECT_TRUE(st[0].isOk()) << st[0].message();
+  EXPECT_TRUE(st[1].isOk()) << st[1].message();
+}
+
 TEST(SocketTransport, RefusesWrongSecretAndOtherCommunicators) {
   ThreadComm comm(2);
   SockAddr addr = comm.tr[1].listenAddr();
