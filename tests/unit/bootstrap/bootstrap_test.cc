@@ -6,6 +6,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
 #include "core/wait.h"
+#include "net/interfaces.h"
 #include "test_util.h"
 
 namespace ferry {
@@ -48,6 +49,34 @@ TEST(Bootstrap, CommIdModeRankZeroHostsTheRoot) {
     return test::exerciseBootstrap(*b);
   });
   for (int r = 0; r < n; r++) EXPECT_TRUE(st[r].isOk()) << "rank " << r << ": " << st[r].message();
+}
+
+TEST(Bootstrap, Ipv6) {
+  test::ScopedEnv e("NCCL_SOCKET_FAMILY", "AF_INET6");
+  if (!findInterfaces(1).isOk()) GTEST_SKIP() << "no IPv6 interface on this machine";
+  ncclUniqueId id;
+  ASSERT_TRUE(createUniqueId(&id).isOk());
+  EXPECT_EQ(bootstrap::decodeId(id).root.family(), AF_INET6);
+  const int n = 3;
+  auto st = test::runThreads(n, [&](int rank) -> Status {
+    FERRY_ASSIGN(auto b, Bootstrap::create(id, rank, n, nullptr, kTimeoutMs));
+    for (const auto& a : b->peerAddrs()) {
+      if (a.family() != AF_INET6) return internalError("peer address " + a.toString());
+    }
+    return test::exerciseBootstrap(*b);
+  });
+  for (int r = 0; r < n; r++) EXPECT_TRUE(st[r].isOk()) << "rank " << r << ": " << st[r].message();
+}
+
+TEST(Bootstrap, RootExitsAtItsDeadline) {
+  test::ScopedEnv e("FERRY_INIT_TIMEOUT_MS", "300");
+  ncclUniqueId id;
+  ASSERT_TRUE(createUniqueId(&id).isOk());
+  SockAddr root = bootstrap::decodeId(id).root;
+  ASSERT_TRUE(connectSocket(root, Until::after(1000)).isOk());
+  usleep(700 * 1000);
+  auto late = connectSocket(root, Until::after(200));
+  EXPECT_EQ(late.status().code(), Code::kTimeout) << "the root still listens";
 }
 
 TEST(Bootstrap, RecvSizeMismatchIsAnError) {
