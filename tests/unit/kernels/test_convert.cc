@@ -15,7 +15,7 @@ namespace {
 const float kNan = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
-TEST(Convert, HalfKnownPatterns) {
+TEST(KernelConvert, HalfKnownPatterns) {
   EXPECT_EQ(floatToHalf(1.0f), 0x3C00);
   EXPECT_EQ(floatToHalf(-2.0f), 0xC000);
   EXPECT_EQ(floatToHalf(65504.0f), 0x7BFF);
@@ -41,7 +41,7 @@ TEST(Convert, HalfKnownPatterns) {
   EXPECT_EQ(std::bit_cast<uint32_t>(halfToFloat(0xFE00)), 0xFFC00000u);
 }
 
-TEST(Convert, Bf16KnownPatterns) {
+TEST(KernelConvert, Bf16KnownPatterns) {
   EXPECT_EQ(floatToBf16(1.0f), 0x3F80);
   EXPECT_EQ(floatToBf16(3.14159265f), 0x4049);
   EXPECT_EQ(floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);      // tie, even
@@ -57,7 +57,7 @@ TEST(Convert, Bf16KnownPatterns) {
   EXPECT_EQ(bf16ToFloat(0x0001), std::ldexp(1.0f, -133));
 }
 
-TEST(Convert, Fp8KnownPatterns) {
+TEST(KernelConvert, Fp8KnownPatterns) {
   EXPECT_EQ(floatToE4m3(1.0f), 0x38);
   EXPECT_EQ(floatToE4m3(448.0f), 0x7E);
   EXPECT_EQ(floatToE4m3(464.0f), 0x7E);  // saturates
@@ -104,7 +104,7 @@ double fp8Value(uint8_t c, int mant, int bias) {
   return (c & 0x80) ? -mag : mag;
 }
 
-TEST(Convert, Fp8DecodeExhaustive) {
+TEST(KernelConvert, Fp8DecodeExhaustive) {
   for (int c = 0; c < 256; ++c) {
     const float e4 = e4m3ToFloat(uint8_t(c));
     if ((c & 0x7F) == 0x7F) {
@@ -125,14 +125,16 @@ TEST(Convert, Fp8DecodeExhaustive) {
   }
 }
 
-TEST(Convert, RoundTripsEveryCode) {
+TEST(KernelConvert, RoundTripsEveryCode) {
   for (uint32_t c = 0; c < 65536; ++c) {
     const uint16_t h = uint16_t(c);
     const bool halfNan = (h & 0x7C00) == 0x7C00 && (h & 0x3FF) != 0;
     EXPECT_EQ(floatToHalf(halfToFloat(h)), halfNan ? 0x7E00 : h) << c;
     const bool bfNan = (h & 0x7F80) == 0x7F80 && (h & 0x7F) != 0;
     EXPECT_EQ(floatToBf16(bf16ToFloat(h)), bfNan ? 0x7FC0 : h) << c;
-    if (!bfNan) EXPECT_EQ(std::bit_cast<uint32_t>(bf16ToFloat(h)), c << 16) << c;
+    if (!bfNan) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(bf16ToFloat(h)), c << 16) << c;
+    }
   }
   for (uint32_t c = 0; c < 256; ++c) {
     const uint8_t v = uint8_t(c);
@@ -148,7 +150,7 @@ TEST(Convert, RoundTripsEveryCode) {
   return std::isnan(f) ? 0x7E00 : uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
 }
 
-TEST(Convert, HalfMatchesF16c) {
+TEST(KernelConvert, HalfMatchesF16c) {
   if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "CPU without F16C";
   for (uint32_t c = 0; c < 65536; ++c) {
     EXPECT_EQ(std::bit_cast<uint32_t>(halfToFloat(uint16_t(c))),
@@ -188,7 +190,7 @@ uint8_t nearestFp8(float x, int mant, int bias, uint8_t maxCode) {
   return best | sign;
 }
 
-TEST(Convert, Fp8EncodeMatchesNearestSearch) {
+TEST(KernelConvert, Fp8EncodeMatchesNearestSearch) {
   // Every float from 2^-12 up to 2^17 at a prime stride, both signs.
   const uint32_t lo = std::bit_cast<uint32_t>(std::ldexp(1.0f, -12));
   const uint32_t hi = std::bit_cast<uint32_t>(std::ldexp(1.0f, 17));
@@ -212,7 +214,7 @@ TEST(Convert, Fp8EncodeMatchesNearestSearch) {
   }
 }
 
-TEST(Convert, Bf16MidpointsRoundToEven) {
+TEST(KernelConvert, Bf16MidpointsRoundToEven) {
   for (uint32_t c = 0; c < 0x7F80; ++c) {
     const uint32_t mid = (c << 16) + 0x8000;  // halfway to c + 1
     const uint16_t even = (c & 1) ? uint16_t(c + 1) : uint16_t(c);

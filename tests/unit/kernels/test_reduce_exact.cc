@@ -94,9 +94,9 @@ void expectSame(const Bytes& got, const Bytes& want, size_t n, DType t, const ch
                      << " want " << (bad >= 0 ? testing::hexAt(want, size_t(bad), t) : "");
 }
 
-class ReduceExact : public ::testing::TestWithParam<DType> {};
+class KernelReduceExact : public ::testing::TestWithParam<DType> {};
 
-TEST_P(ReduceExact, AllOpsAndCounts) {
+TEST_P(KernelReduceExact, AllOpsAndCounts) {
   const DType t = GetParam();
   const size_t sz = sizeOf(t);
   for (Op op : testing::kAllOps) {
@@ -131,10 +131,10 @@ TEST_P(ReduceExact, AllOpsAndCounts) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, ReduceExact, ::testing::ValuesIn(testing::kAllTypes),
+INSTANTIATE_TEST_SUITE_P(AllTypes, KernelReduceExact, ::testing::ValuesIn(testing::kAllTypes),
                          [](const auto& info) { return std::string(name(info.param)); });
 
-TEST(ReduceSpecial, LowPrecisionOverflowAndNan) {
+TEST(KernelReduceSpecial, LowPrecisionOverflowAndNan) {
   // float16: 60000 + 60000 overflows to inf; e4m3 and e5m2 saturate.
   Bytes a(2 * 2), b(2 * 2), d(2 * 2);
   testing::setValue(a, 0, DType::kFloat16, 60000);
@@ -157,7 +157,7 @@ TEST(ReduceSpecial, LowPrecisionOverflowAndNan) {
   EXPECT_EQ(r[0], 0x7B);
 }
 
-TEST(ReduceSpecial, FloatMaxMinNanPropagates) {
+TEST(KernelReduceSpecial, FloatMaxMinNanPropagates) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float av[4] = {nan, 1.0f, -0.0f, 2.0f};
   const float bv[4] = {1.0f, nan, 0.0f, -3.0f};
@@ -172,7 +172,7 @@ TEST(ReduceSpecial, FloatMaxMinNanPropagates) {
   EXPECT_EQ(mn[3], -3.0f);
 }
 
-TEST(ReduceSpecial, TypeInfo) {
+TEST(KernelReduceSpecial, TypeInfo) {
   EXPECT_EQ(sizeOf(DType::kInt64), 8u);
   EXPECT_EQ(sizeOf(DType::kBfloat16), 2u);
   EXPECT_EQ(sizeOf(DType::kFp8E5M2), 1u);

@@ -95,9 +95,9 @@ void expectSame(const Bytes& got, const Bytes& want, size_t n, DType t, const ch
                      << " want " << (bad >= 0 ? testing::hexAt(want, size_t(bad), t) : "");
 }
 
-class Scaled : public ::testing::TestWithParam<DType> {};
+class KernelScaled : public ::testing::TestWithParam<DType> {};
 
-TEST_P(Scaled, ReduceScaledScaleDivide) {
+TEST_P(KernelScaled, ReduceScaledScaleDivide) {
   const DType t = GetParam();
   const Scalar s = minusTwo(t);
   const uint64_t den = testing::isIntType(t) ? 3 : 4;
@@ -129,7 +129,7 @@ TEST_P(Scaled, ReduceScaledScaleDivide) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, Scaled, ::testing::ValuesIn(testing::kAllTypes),
+INSTANTIATE_TEST_SUITE_P(AllTypes, KernelScaled, ::testing::ValuesIn(testing::kAllTypes),
                          [](const auto& info) { return std::string(name(info.param)); });
 
 template <class T, size_t N>
@@ -140,7 +140,7 @@ void checkDivide(DType t, const T (&in)[N], uint64_t n, const T (&want)[N]) {
     EXPECT_EQ(out[i], want[i]) << name(t) << " " << int64_t(in[i]) << " / " << n;
 }
 
-TEST(Divide, NegativeIntegersTruncateTowardZero) {
+TEST(KernelDivide, NegativeIntegersTruncateTowardZero) {
   checkDivide<int8_t>(DType::kInt8, {-128, -127, -7, -1, 0, 1, 7, 127, -3}, 3,
                       {-42, -42, -2, 0, 0, 0, 2, 42, -1});
   checkDivide<int8_t>(DType::kInt8, {-128, 127, -1}, 1000, {0, 0, 0});
@@ -156,7 +156,7 @@ TEST(Divide, NegativeIntegersTruncateTowardZero) {
   checkDivide<uint64_t>(DType::kUint64, {UINT64_MAX, 9}, 10, {1844674407370955161ull, 0});
 }
 
-TEST(Divide, FloatsRoundOnce) {
+TEST(KernelDivide, FloatsRoundOnce) {
   const float in[5] = {1.0f, -10.0f, 7.0f, 1e-40f, 3.4e38f};
   float out[5];
   divide(out, in, 5, DType::kFloat32, 3);
@@ -173,14 +173,14 @@ TEST(Divide, FloatsRoundOnce) {
   EXPECT_EQ(eo[1], 0x00);  // 2^-11 rounds to 0
 }
 
-TEST(Divide, ZeroDivisorCopies) {
+TEST(KernelDivide, ZeroDivisorCopies) {
   const int32_t in[3] = {5, -6, 7};
   int32_t out[3] = {0, 0, 0};
   divide(out, in, 3, DType::kInt32, 0);
   EXPECT_EQ(out[1], -6);
 }
 
-TEST(ScalarFromBytes, EveryType) {
+TEST(KernelScalarFromBytes, EveryType) {
   const Scalar i8 = scalarOf<int8_t>(DType::kInt8, -5);
   EXPECT_EQ(i8.i, -5);
   EXPECT_EQ(i8.u, uint64_t(-5));
@@ -198,7 +198,7 @@ TEST(ScalarFromBytes, EveryType) {
   EXPECT_EQ(scalarOf<int32_t>(DType::kInt32, 7).type, DType::kInt32);
 }
 
-TEST(Scaled, IntegerScalarWrapsInType) {
+TEST(KernelScaledInt, IntegerScalarWrapsInType) {
   // int8: 100 * 3 wraps to 44; uint8 scalar 255 acts as -1.
   const int8_t a[2] = {1, -128}, b[2] = {100, 1};
   int8_t d[2];

@@ -68,9 +68,9 @@ void expectSame(const Bytes& got, const Bytes& want, size_t n, DType t, const st
                      << (bad >= 0 ? testing::hexAt(want, size_t(bad), t) : "");
 }
 
-class VectorVsRef : public ::testing::TestWithParam<Isa> {};
+class KernelVectorVsRef : public ::testing::TestWithParam<Isa> {};
 
-TEST_P(VectorVsRef, AllKernelsMatchReference) {
+TEST_P(KernelVectorVsRef, AllKernelsMatchReference) {
   const KernelTable* table = detail::tableFor(GetParam());
   if (table == nullptr) GTEST_SKIP() << "CPU lacks " << detail::isaName(GetParam());
   std::mt19937_64 rng(1234 + int(GetParam()));
@@ -103,7 +103,7 @@ TEST_P(VectorVsRef, AllKernelsMatchReference) {
 }
 
 // The same through the public API (the active table), with aliasing.
-TEST_P(VectorVsRef, AliasedOperandsMatchReference) {
+TEST_P(KernelVectorVsRef, AliasedOperandsMatchReference) {
   const KernelTable* table = detail::tableFor(GetParam());
   if (table == nullptr) GTEST_SKIP() << "CPU lacks " << detail::isaName(GetParam());
   std::mt19937_64 rng(99);
@@ -126,7 +126,7 @@ TEST_P(VectorVsRef, AliasedOperandsMatchReference) {
 // fp8: every (a, b) pair; float16/bfloat16: 2^18 random pairs. Each
 // through every op, several scalars (exact, inexact, tiny, huge, NaN, inf)
 // and divisors.
-TEST_P(VectorVsRef, LowPrecisionDenseSweep) {
+TEST_P(KernelVectorVsRef, LowPrecisionDenseSweep) {
   const KernelTable* table = detail::tableFor(GetParam());
   if (table == nullptr) GTEST_SKIP() << "CPU lacks " << detail::isaName(GetParam());
   std::mt19937_64 rng(5);
@@ -169,11 +169,11 @@ TEST_P(VectorVsRef, LowPrecisionDenseSweep) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, VectorVsRef,
+INSTANTIATE_TEST_SUITE_P(Isas, KernelVectorVsRef,
                          ::testing::Values(Isa::kGeneric, Isa::kAvx2, Isa::kAvx512),
                          [](const auto& info) { return std::string(detail::isaName(info.param)); });
 
-TEST(Dispatch, ActiveIsaIsTheBestSupported) {
+TEST(KernelDispatch, ActiveIsaIsTheBestSupported) {
   const auto isas = supportedIsas();
   ASSERT_FALSE(isas.empty());
   EXPECT_EQ(detail::activeIsa(), isas.back());
@@ -181,7 +181,7 @@ TEST(Dispatch, ActiveIsaIsTheBestSupported) {
   std::printf("kernels: active ISA %s\n", detail::isaName(detail::activeIsa()));
 }
 
-TEST(Dispatch, PublicApiMatchesReference) {
+TEST(KernelDispatch, PublicApiMatchesReference) {
   std::mt19937_64 rng(7);
   for (DType t : testing::kAllTypes) {
     const size_t n = 777;
