@@ -9,6 +9,9 @@
 //  (c) ncclCommAbort from a second thread while the first waits inside a
 //      collective (AllReduce, then Recv) for a peer that never calls it: the
 //      waiting call returns an error promptly, long before FERRY_TIMEOUT_MS.
+//  (d) a peer that stays alive but never joins: the waiting AllReduce fails
+//      with ncclRemoteError/ncclSystemError after FERRY_TIMEOUT_MS (3 s here),
+//      not earlier (the peer is alive) and not much later.
 // The harness watchdog turns any hang into a failure naming the hung ranks.
 #include <gtest/gtest.h>
 
@@ -169,6 +172,43 @@ void runAbortTest(Wait what) {
 TEST(MpFault, AbortFromAnotherThreadUnblocksAllReduce) { runAbortTest(Wait::kAllReduce); }
 
 TEST(MpFault, AbortFromAnotherThreadUnblocksRecv) { runAbortTest(Wait::kRecv); }
+
+TEST(MpFault, SilentPeerTimesOut) {
+  constexpr int64_t kShortTimeoutMs = 3000;
+  RunOptions o;
+  o.timeoutSec = 60;
+  o.env["FERRY_TIMEOUT_MS"] = std::to_string(kShortTimeoutMs);
+  RunResult res = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL(initComm(&comm, n, id, rank));
+        if (rank == 1) {
+          // Alive and silent until rank 0 has given up.
+          MP_CHECK(harnessBarrier(1, 40000), "rank 0 never finished");
+          ncclCommAbort(comm);
+          return 0;
+        }
+        HostBuf in(ncclFloat32, 1000), out(ncclFloat32, 1000);
+        in.fill(1.0);
+        int64_t t0 = monoNs();
+        ncclResult_t r = ncclAllReduce(in.data(), out.data(), 1000, ncclFloat32, ncclSum, comm, nullptr);
+        int64_t ms = (monoNs() - t0) / kMsNs;
+        harnessSetValue(0, ms);
+        bool peerDone = harnessBarrier(1, 40000);
+        MP_CHECK(r == ncclRemoteError || r == ncclSystemError, "AllReduce with a silent peer returned %s after %lld ms",
+                 resultName(r).c_str(), (long long)ms);
+        MP_CHECK(ms >= kShortTimeoutMs * 9 / 10, "gave up after %lld ms although the peer is alive", (long long)ms);
+        MP_CHECK(ms <= kShortTimeoutMs + kMarginMs, "gave up only after %lld ms", (long long)ms);
+        ncclResult_t ra = ncclCommAbort(comm);
+        MP_CHECK(ra == ncclSuccess, "ncclCommAbort returned %s", resultName(ra).c_str());
+        MP_CHECK(peerDone);
+        return 0;
+      },
+      o);
+  ASSERT_RANKS_OK(res);
+  std::printf("silent peer: AllReduce failed after %lld ms\n", (long long)res.ranks[0].values[0]);
+}
 
 }  // namespace
 }  // namespace ferry::mp
