@@ -33,8 +33,9 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const ncclUniqueId& id, int
   std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nranks, idc.secret, abortFlag, timeoutMs));
   Until u = b->until();
 
-  if (rank == 0 && config::isSet(config::Param::kCommId)) {
+  if (rank == 0 && idc.secret == kCommIdMagic && config::isSet(config::Param::kCommId)) {
     // NCCL_COMM_ID: nobody ran a root; rank 0 hosts it at the agreed address.
+    // (An id with a random secret already has its root, e.g. a split's.)
     FERRY_ASSIGN(Socket rootListener, listenSocket(idc.root));
     FERRY_INFO(log::kBootstrap, "Bootstrap: root listening at NCCL_COMM_ID %s",
                rootListener.peer().toString().c_str());

@@ -40,6 +40,15 @@ Result<Socket> newSocket(int family, const SockAddr& peer) {
   return Socket(fd, peer);
 }
 
+// Retrying a connect to a local port nobody listens on can hit TCP's
+// simultaneous open with itself (source port == destination port).
+bool isSelfConnect(int fd, const SockAddr& to) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
+  return SockAddr::fromSockaddr(reinterpret_cast<sockaddr*>(&ss), len) == to;
+}
+
 // One connect attempt. Ok + valid socket: connected. Ok + invalid socket:
 // retryable failure (errno in *err). Error: give up.
 Result<Socket> connectOnce(const SockAddr& to, const Until& until, int* err) {
@@ -48,8 +57,8 @@ Result<Socket> connectOnce(const SockAddr& to, const Until& until, int* err) {
   if (::connect(s.fd(), to.sa(), to.length()) != 0) {
     if (errno != EINPROGRESS) {
       *err = errno;
-      if (retryableConnectError(errno)) return Socket();
-      return systemError("connect to " + to.toString() + " failed: " + errnoText(errno));
+      if (retryableConnectError(*err)) return Socket();
+      return systemError("connect to " + to.toString() + " failed: " + errnoText(*err));
     }
     pollfd p{s.fd(), POLLOUT, 0};
     while (true) {
@@ -68,6 +77,10 @@ Result<Socket> connectOnce(const SockAddr& to, const Until& until, int* err) {
       if (retryableConnectError(soErr)) return Socket();
       return systemError("connect to " + to.toString() + " failed: " + errnoText(soErr));
     }
+  }
+  if (isSelfConnect(s.fd(), to)) {
+    *err = ECONNREFUSED;
+    return Socket();
   }
   FERRY_TRY(setNoDelay(s.fd()));
   return s;

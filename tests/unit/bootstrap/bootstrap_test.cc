@@ -79,6 +79,20 @@ TEST(Bootstrap, RootExitsAtItsDeadline) {
   EXPECT_EQ(late.status().code(), Code::kTimeout) << "the root still listens";
 }
 
+TEST(Bootstrap, FreshIdIgnoresCommIdEvenWhenSet) {
+  int port = test::freePort();
+  test::ScopedEnv e("NCCL_COMM_ID", "127.0.0.1:" + std::to_string(port));
+  ncclUniqueId id;
+  ASSERT_TRUE(createFreshUniqueId(&id).isOk());
+  EXPECT_NE(bootstrap::decodeId(id).secret, bootstrap::kCommIdMagic);
+  auto st = test::runThreads(2, [&](int rank) -> Status {
+    FERRY_ASSIGN(auto b, Bootstrap::create(id, rank, 2, nullptr, kTimeoutMs));
+    return test::exerciseBootstrap(*b);
+  });
+  EXPECT_TRUE(st[0].isOk()) << st[0].message();
+  EXPECT_TRUE(st[1].isOk()) << st[1].message();
+}
+
 TEST(Bootstrap, RecvSizeMismatchIsAnError) {
   ncclUniqueId id;
   ASSERT_TRUE(createUniqueId(&id).isOk());
