@@ -137,6 +137,7 @@ struct World {
   std::vector<float*> in, out;  // per thread, maxBytes each (in == out in place)
   std::vector<float*> inOwn;    // the separate input buffers
   std::vector<int64_t> wrong;
+  bool more = false;  // settle loop: written by thread 0 between barriers
   SpinBarrier bar;
   World(int nthreads, int timeoutSec)
       : n(nthreads),
@@ -215,12 +216,19 @@ Half measure(World& w, const Options& o, int t, size_t sizeIndex, size_t count, 
 
 void threadMain(World& w, const Options& o, int t, Report* report) {
   std::vector<size_t> sizes = sweepSizes(o, sizeof(float));
-  // Global warmup pass over every size, as the multi-rank drivers do.
+  // Settle for 200 ms before timing anything, as the multi-rank drivers do
+  // (see settle() in tools/demo/bench_sweep.cc); thread 0 decides.
   w.in[t] = w.inOwn[t];
-  fillInput(w.in[t], o.maxBytes / sizeof(float), 0, t);
-  w.bar.arrive_and_wait();
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    for (int i = 0; i < o.warmup; ++i) allReduceOp(w, t, sizes[k] / sizeof(float));
+  size_t settleCount = sizes.empty() ? 0 : std::min<size_t>(sizes[0] / sizeof(float), 4096);
+  auto t0 = std::chrono::steady_clock::now();
+  for (bool more = !sizes.empty(); more;) {
+    for (int i = 0; i < 10; ++i) allReduceOp(w, t, settleCount);
+    if (t == 0) {
+      w.more = std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(200);
+    }
+    w.bar.arrive_and_wait();
+    more = w.more;
+    w.bar.arrive_and_wait();  // everyone has read `more` before thread 0 writes it again
   }
   for (size_t k = 0; k < sizes.size(); ++k) {
     size_t count = sizes[k] / sizeof(float);

@@ -1,5 +1,6 @@
 #include "tools/demo/bench_sweep.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -64,6 +65,25 @@ Measured measure(const Options& o, size_t sizeIndex, size_t count, int rank, int
   return m;
 }
 
+// Freshly started ranks share a core until the scheduler spreads them, and
+// the first ops set up connections; neither belongs in the first timed row.
+// So, before any timing, run ops at the first size until rank 0 has seen
+// kSettleMs pass. Rank 0 alone decides: a 1-element sum where only rank 0
+// contributes a non-zero "continue" keeps every rank in step.
+bool settle(SweepBackend& be, float* send, float* recv, size_t count, int rank) {
+  constexpr int kSettleMs = 200;
+  auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    for (int i = 0; i < 10; ++i) {
+      if (!be.allReduce(send, recv, count)) return false;
+    }
+    auto elapsed = std::chrono::steady_clock::now() - t0;
+    float more = rank == 0 && elapsed < std::chrono::milliseconds(kSettleMs) ? 1.0f : 0.0f;
+    if (!be.allReduce(&more, &more, 1)) return false;
+    if (more == 0.0f) return true;
+  }
+}
+
 }  // namespace
 
 int runAllReduceSweep(const Options& o, int rank, int nranks, SweepBackend& be, Report* report) {
@@ -78,17 +98,10 @@ int runAllReduceSweep(const Options& o, int rank, int nranks, SweepBackend& be, 
   }
   int code = kExitOk;
   std::vector<size_t> sizes = sweepSizes(o, sizeof(float));
-  // As nccl-tests: one warmup pass over every size before anything is timed,
-  // so the first timed size does not pay for first-use costs (connection
-  // setup, cold code paths). The per-size warmup in measure() comes on top.
-  fillInput(send, maxCount, 0, rank);
-  for (size_t k = 0; k < sizes.size() && code == kExitOk; ++k) {
-    for (int i = 0; i < o.warmup; ++i) {
-      if (!be.allReduce(send, recv, sizes[k] / sizeof(float))) {
-        code = kExitLibrary;
-        break;
-      }
-    }
+  // Small ops suffice to settle; a large first size gets its per-size warmup.
+  size_t settleCount = sizes.empty() ? 0 : std::min<size_t>(sizes[0] / sizeof(float), 4096);
+  if (!sizes.empty() && !settle(be, send, recv, settleCount, rank)) {
+    code = kExitLibrary;
   }
   for (size_t k = 0; k < sizes.size() && code == kExitOk; ++k) {
     size_t count = sizes[k] / sizeof(float);

@@ -1,8 +1,8 @@
 // The measurement loop shared by every multi-rank AllReduce driver (Ferry
 // demo, MPI baseline), so that they time and check in exactly the same way:
 //
-// first `warmup` untimed ops at every size (as nccl-tests), then
-// per size, out-of-place then in-place:
+// first untimed ops at the first size for 200 ms (ranks settle on cores),
+// then per size, out-of-place then in-place:
 //   fill inputs; `warmup` untimed ops; barrier (a 1-element AllReduce);
 //   time `iters` back-to-back ops; per-rank time = elapsed / iters;
 //   then `check` ops, each on fresh seeded inputs, compared bit for bit;
