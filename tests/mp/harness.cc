@@ -125,14 +125,18 @@ void harnessSignalReady() {
 
 void harnessMessage(const char* fmt, ...) {
   if (!gShared) return;
+  char line[kMsgBytes];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  // Blank lines (MP_CHECK without a detail text) carry nothing.
+  if (line[strspn(line, " ")] == '\0') return;
   char* buf = gShared->msg[gRank];
   size_t len = strnlen(buf, kMsgBytes - 1);
   if (len + 2 >= static_cast<size_t>(kMsgBytes)) return;
   if (len > 0) buf[len++] = '\n';
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf + len, kMsgBytes - len, fmt, ap);
-  va_end(ap);
+  snprintf(buf + len, kMsgBytes - len, "%s", line);
 }
 
 void harnessSetValue(int slot, int64_t v) {
