@@ -30,6 +30,9 @@
 //   Sum/Prod is some quiet NaN (payload as the hardware gives it).
 // * Aliasing: dst may be the same pointer as a or b (or src); partial
 //   overlap is not allowed. dst2 is a separate buffer or nullptr.
+// * Floating-point environment: results assume the default one (round to
+//   nearest, no FTZ/DAZ). The conversions never depend on it; the float32/
+//   float64 arithmetic follows it like any other code in the thread.
 // * Kernels are vectorized (AVX-512 or AVX2+F16C, picked at run time from
 //   the CPU; plain x86-64 otherwise). Results do not depend on which is used.
 // * Preconditions (not checked beyond ignoring out-of-range enums): t and op

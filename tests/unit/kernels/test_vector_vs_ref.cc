@@ -2,6 +2,7 @@
 // scalar reference, bit for bit, on random inputs rich in NaN, inf,
 // subnormals and overflow.
 #include <bit>
+#include <cstdio>
 
 #include "kernels/dispatch.h"
 #include "kernels/reference.h"
