@@ -72,12 +72,16 @@ Result<size_t> sendSome(const Socket& s, const void* data, size_t bytes) {
   }
 }
 
-Result<size_t> recvSome(const Socket& s, void* data, size_t bytes) {
+Result<size_t> recvSome(const Socket& s, void* data, size_t bytes, bool* eof) {
   if (bytes == 0) return size_t(0);
   while (true) {
     ssize_t n = ::recv(s.fd(), data, bytes, MSG_DONTWAIT);
     if (n > 0) return static_cast<size_t>(n);
-    if (n == 0) return peerGone(s, 0);
+    if (n == 0) {
+      if (!eof) return peerGone(s, 0);
+      *eof = true;
+      return size_t(0);
+    }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t(0);
     if (peerError(errno)) return peerGone(s, errno);

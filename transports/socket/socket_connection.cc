@@ -1,12 +1,16 @@
 // SocketConnection (see socket_connection.h).
 #include "transports/socket/socket_connection.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "core/config.h"
+#include "core/log.h"
 
 namespace ferry::socket {
 namespace {
@@ -24,6 +28,34 @@ SocketConnection::SocketConnection(Socket sock, int peerRank, const SockAddr& pe
       slotBytes_(slotBytes), sendBuf_(slots), sendQ_(slots), recvBuf_(slots),
       recvSize_(slots, 0) {
   for (auto& b : sendBuf_) b.resize(slotBytes_);
+}
+
+SocketConnection::~SocketConnection() { flush(); }
+
+void SocketConnection::flush() {
+  if (!error_.isOk() || sendCount_ == 0) return;
+  int64_t timeoutMs = config::getInt(config::Param::kTimeoutMs);
+  Until u = Until::after(timeoutMs);
+  std::vector<char> sink(64 << 10);
+  while (sendCount_ > 0 && !u.expired()) {
+    int before = sendCount_;
+    size_t partial = sendQ_[sendHead_].done;
+    if (!pushSends().isOk()) return;
+    // Incoming bytes are dropped (nobody will consume them now), so a peer
+    // that is itself flushing to us is never blocked by our full slots.
+    bool eof = false;
+    auto n = recvSome(sock_, sink.data(), sink.size(), &eof);
+    if (sendCount_ != before || (sendCount_ > 0 && sendQ_[sendHead_].done != partial)) {
+      u = Until::after(timeoutMs);
+    }
+    if (sendCount_ == 0 || !n.isOk()) return;
+    pollfd p{sock_.fd(), static_cast<short>(POLLOUT | (eof ? 0 : POLLIN)), 0};
+    ::poll(&p, 1, u.sliceMs());
+  }
+  if (sendCount_ > 0) {
+    FERRY_WARN("socket: dropped %d unsent pieces to rank %d (%s) at close: no progress for %ld ms",
+               sendCount_, peer_, peerAddr_.toString().c_str(), static_cast<long>(timeoutMs));
+  }
 }
 
 Status SocketConnection::fail(const Status& st) {
@@ -107,11 +139,17 @@ Status SocketConnection::pushSends() {
 }
 
 Status SocketConnection::pullRecvs() {
-  while (recvCount_ < nslots_) {
+  bool eof = false;
+  while (recvCount_ < nslots_ && !peerClosed_) {
     int idx = (recvHead_ + recvCount_) % nslots_;
     if (in_.headerGot < kHeaderBytes) {
       FERRY_ASSIGN(size_t n, recvSome(sock_, reinterpret_cast<char*>(&in_.header) + in_.headerGot,
-                                      kHeaderBytes - in_.headerGot));
+                                      kHeaderBytes - in_.headerGot, &eof));
+      if (eof && in_.headerGot == 0) {
+        peerClosed_ = true;
+        return Status::ok();
+      }
+      if (eof) return remoteError("peer closed the connection inside a piece header");
       if (n == 0) return Status::ok();
       in_.headerGot += n;
       if (in_.headerGot < kHeaderBytes) continue;
@@ -125,7 +163,11 @@ Status SocketConnection::pullRecvs() {
     }
     if (in_.got < in_.header) {
       FERRY_ASSIGN(size_t n,
-                   recvSome(sock_, recvBuf_[idx].data() + in_.got, in_.header - in_.got));
+                   recvSome(sock_, recvBuf_[idx].data() + in_.got, in_.header - in_.got, &eof));
+      if (eof) {
+        return remoteError("peer closed the connection after " + std::to_string(in_.got) +
+                           " of " + std::to_string(in_.header) + " bytes of a piece");
+      }
       if (n == 0) return Status::ok();
       in_.got += n;
       if (in_.got < in_.header) continue;
@@ -149,7 +191,11 @@ Status SocketConnection::tryRecv(RecvPiece* out) {
   *out = RecvPiece{};
   Status st = progress();
   // Pieces that fully arrived before the peer went away are still delivered.
-  if (recvCount_ == 0) return st;
+  if (recvCount_ == 0) {
+    if (!st.isOk()) return st;
+    if (peerClosed_) return fail(remoteError("the peer closed the connection"));
+    return Status::ok();
+  }
   out->ready = true;
   out->isRef = false;
   out->data = recvBuf_[recvHead_].data();

@@ -5,6 +5,10 @@
 // slot, commitSend queues it, and progress() writes as much as the kernel
 // takes. The receive side reads into as many slots, so up to that many pieces
 // can have arrived before the caller consumes the first one.
+//
+// The peer's orderly close is reported (Code::kRemote) only to a tryRecv that
+// finds no piece left; a reset, a close inside a piece, or a failed write is
+// reported by every call.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,10 @@ class SocketConnection : public Connection {
  public:
   SocketConnection(Socket sock, int peerRank, const SockAddr& peerAddr, int slots,
                    size_t slotBytes);
+  // Pieces still staged here would die with the socket: the destructor keeps
+  // writing them (unless the connection failed) until the peer stops taking
+  // bytes for FERRY_TIMEOUT_MS.
+  ~SocketConnection() override;
 
   Status trySend(SendSlot* out) override;
   Status commitSend(size_t bytes) override;
@@ -47,6 +55,7 @@ class SocketConnection : public Connection {
 
   Status pushSends();
   Status pullRecvs();
+  void flush();
   // Latch the first error, reworded to name the peer; later calls return it.
   Status fail(const Status& st);
 
@@ -68,6 +77,10 @@ class SocketConnection : public Connection {
   int recvHead_ = 0;   // oldest complete piece
   int recvCount_ = 0;  // complete pieces
   InState in_;
+  // The peer closed its end between pieces. Not an error by itself (a peer
+  // that is done may destroy its communicator first); it becomes one when we
+  // wait for a piece that can no longer come.
+  bool peerClosed_ = false;
 };
 
 }  // namespace ferry::socket

@@ -242,6 +242,77 @@ TEST(SocketTransport, PeerClosedIsRemoteError) {
   EXPECT_EQ(conns[0]->progress().code(), Code::kRemote);  // sticky
 }
 
+std::vector<std::unique_ptr<Connection>> connectPair(ThreadComm& comm) {
+  std::vector<std::unique_ptr<Connection>> conns(2);
+  auto st = test::runThreads(2, [&](int r) -> Status {
+    FERRY_ASSIGN(conns[r], comm.tr[r].connect(comm.ctx[r], 1 - r));
+    return Status::ok();
+  });
+  EXPECT_TRUE(st[0].isOk() && st[1].isOk()) << st[0].message() << st[1].message();
+  return conns;
+}
+
+TEST(SocketTransport, PeerThatClosedAfterItsWorkIsOnlyAnErrorForRecv) {
+  ThreadComm comm(2);
+  auto conns = connectPair(comm);
+  ASSERT_TRUE(conns[0] && conns[1]);
+  ASSERT_TRUE(exchange(*conns[0], 0, 1, 0, 64, 1000).isOk());
+  conns[0].reset();  // rank 0 is done and destroys its communicator
+  RecvPiece p;
+  Status st;
+  // Eventually the close is seen; progress and sendsDrained stay fine.
+  for (int i = 0; i < 200; i++) {
+    ASSERT_TRUE(conns[1]->progress().isOk());
+    usleep(1000);
+  }
+  EXPECT_TRUE(conns[1]->sendsDrained());
+  st = conns[1]->tryRecv(&p);
+  EXPECT_EQ(st.code(), Code::kRemote) << st.message();
+  EXPECT_NE(st.message().find("the peer closed the connection"), std::string::npos)
+      << st.message();
+}
+
+TEST(SocketTransport, DestructorFlushesStagedPieces) {
+  const size_t slot = 8 << 20;
+  test::ScopedEnv e("FERRY_SOCKET_SLOT_BYTES", std::to_string(slot));
+  ThreadComm comm(2);
+  auto conns = connectPair(comm);
+  ASSERT_TRUE(conns[0] && conns[1]);
+  // 4 x 8 MiB staged: far more than the kernel takes before the peer reads.
+  for (int k = 0; k < 4; k++) {
+    SendSlot s;
+    ASSERT_TRUE(conns[0]->trySend(&s).isOk());
+    ASSERT_NE(s.data, nullptr);
+    memset(s.data, 'a' + k, slot);
+    ASSERT_TRUE(conns[0]->commitSend(slot).isOk());
+  }
+  EXPECT_FALSE(conns[0]->sendsDrained());
+  Status rs;
+  std::thread reader([&] {
+    usleep(100 * 1000);  // the sender is already in its destructor
+    Waiter w(nullptr, 10000, "reader");
+    for (int k = 0; k < 4 && rs.isOk();) {
+      RecvPiece p;
+      rs = conns[1]->tryRecv(&p);
+      if (!rs.isOk()) break;
+      if (!p.ready) {
+        rs = w.idle();
+        continue;
+      }
+      w.progressed();
+      const char* d = static_cast<const char*>(p.data);
+      if (p.size != slot || d[0] != 'a' + k || d[slot - 1] != 'a' + k) {
+        rs = internalError("piece " + std::to_string(k) + " wrong");
+      }
+      rs = conns[1]->releaseRecv();
+      k++;
+    }
+  });
+  conns[0].reset();
+  reader.join();
+  EXPECT_TRUE(rs.isOk()) << rs.message();
+}
+
 TEST(SocketTransport, ConnectTimesOutWhenPeerNeverComes) {
   ThreadComm comm(2);
   comm.ctx[1].timeoutMs = 500;
