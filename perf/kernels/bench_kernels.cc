@@ -4,6 +4,7 @@
 // (a, b -> dst), 2 x buffer for memcpy, the baseline. Sizes are per buffer.
 //   reduce/<dtype>/<op>/<size>      the public API (best ISA for this CPU)
 //   reduce_isa/<isa>/<dtype>/sum/<size>  one ISA table, to compare them
+//   reduceScaled/<dtype>/1MiB, divide/<dtype>/1MiB  PreMulSum and Avg steps
 //   memcpy/<size>
 #include <benchmark/benchmark.h>
 
@@ -84,6 +85,29 @@ void benchIsa(benchmark::State& state, detail::Isa isa, DType t, size_t bytes) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(3 * bytes));
 }
 
+void benchScaled(benchmark::State& state, DType t, size_t bytes) {
+  Buffers buf(t, bytes);
+  const size_t n = bytes / ferry::kernels::sizeOf(t);
+  uint8_t two[8];
+  Buffers::valueBytes(t, 2, two);
+  const ferry::kernels::Scalar s = ferry::kernels::scalarFromBytes(t, two);
+  for (auto _ : state) {
+    ferry::kernels::reduceScaled(buf.d.data(), nullptr, buf.a.data(), buf.b.data(), n, t, s);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(3 * bytes));
+}
+
+void benchDivide(benchmark::State& state, DType t, size_t bytes) {
+  Buffers buf(t, bytes);
+  const size_t n = bytes / ferry::kernels::sizeOf(t);
+  for (auto _ : state) {
+    ferry::kernels::divide(buf.d.data(), buf.a.data(), n, t, 3);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(2 * bytes));
+}
+
 void benchMemcpy(benchmark::State& state, size_t bytes) {
   std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
   for (auto _ : state) {
@@ -107,6 +131,13 @@ void registerAll() {
         benchmark::RegisterBenchmark(name.c_str(), benchReduce, t, op, bytes);
       }
     }
+  }
+  for (int ti = 0; ti < ferry::kernels::kNumDTypes; ++ti) {
+    const DType t = DType(ti);
+    const size_t bytes = size_t(1) << 20;
+    const std::string suffix = std::string(ferry::kernels::name(t)) + "/" + sizeName(bytes);
+    benchmark::RegisterBenchmark(("reduceScaled/" + suffix).c_str(), benchScaled, t, bytes);
+    benchmark::RegisterBenchmark(("divide/" + suffix).c_str(), benchDivide, t, bytes);
   }
   for (int ii = 0; ii < int(detail::Isa::kCount); ++ii) {
     for (DType t : {DType::kInt8, DType::kFloat32, DType::kFloat16, DType::kBfloat16,

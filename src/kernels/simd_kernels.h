@@ -81,18 +81,37 @@ struct LowpTraits {
   static Reg divisor(uint64_t n) { return splat<Reg>(static_cast<float>(n)); }
 };
 
-// Integer division through double: for |x| < 2^53 the correctly rounded
-// quotient truncates to the exact integer quotient, so this is exact for
-// every type up to 32 bits and any n.
-template <class T>
+// Integer division in floating point C: when |x| < 2^(mantissa bits of C)
+// the correctly rounded quotient truncates to the exact integer quotient
+// (for any n: a rounded n beyond |x| still gives 0). So C = double is exact
+// for 32-bit types, C = float for 8-bit ones.
+template <class T, class C>
 struct IntDivTraits {
   using Elem = T;
-  static constexpr size_t kLanes = kVecBytes / 8;
+  static constexpr size_t kLanes = kVecBytes / sizeof(C);
   using Raw = VecN<T, kLanes>;
-  using Reg = VecN<double, kLanes>;
-  static Reg decode(Raw r) { return __builtin_convertvector(r, Reg); }
-  static Raw encode(Reg r) { return __builtin_convertvector(r, Raw); }
-  static Reg divisor(uint64_t n) { return splat<Reg>(static_cast<double>(n)); }
+  using Reg = VecN<C, kLanes>;
+  // 8-bit lanes go through int16/int32 one doubling at a time: GCC 12
+  // scalarizes wider single-step conversions.
+  using I16 = VecN<int16_t, kLanes>;
+  using I32 = VecN<int32_t, kLanes>;
+  static Reg decode(Raw r) {
+    if constexpr (sizeof(T) == 1) {
+      return __builtin_convertvector(
+          __builtin_convertvector(__builtin_convertvector(r, I16), I32), Reg);
+    } else {
+      return __builtin_convertvector(r, Reg);
+    }
+  }
+  static Raw encode(Reg r) {
+    if constexpr (sizeof(T) == 1) {
+      return __builtin_convertvector(
+          __builtin_convertvector(__builtin_convertvector(r, I32), I16), Raw);
+    } else {
+      return __builtin_convertvector(r, Raw);
+    }
+  }
+  static Reg divisor(uint64_t n) { return splat<Reg>(static_cast<C>(n)); }
 };
 
 template <class Tr, Op kOp>
@@ -230,10 +249,10 @@ constexpr detail::KernelTable buildTable() {
   fillType<LowpTraits<Bf16Codec>>(t, DType::kBfloat16);
   fillType<LowpTraits<Fp8Codec<E4m3Fmt>>>(t, DType::kFp8E4M3);
   fillType<LowpTraits<Fp8Codec<E5m2Fmt>>>(t, DType::kFp8E5M2);
-  t.divide[int(DType::kInt8)] = &divideKernel<IntDivTraits<int8_t>>;
-  t.divide[int(DType::kUint8)] = &divideKernel<IntDivTraits<uint8_t>>;
-  t.divide[int(DType::kInt32)] = &divideKernel<IntDivTraits<int32_t>>;
-  t.divide[int(DType::kUint32)] = &divideKernel<IntDivTraits<uint32_t>>;
+  t.divide[int(DType::kInt8)] = &divideKernel<IntDivTraits<int8_t, float>>;
+  t.divide[int(DType::kUint8)] = &divideKernel<IntDivTraits<uint8_t, float>>;
+  t.divide[int(DType::kInt32)] = &divideKernel<IntDivTraits<int32_t, double>>;
+  t.divide[int(DType::kUint32)] = &divideKernel<IntDivTraits<uint32_t, double>>;
   t.divide[int(DType::kInt64)] = &divide64Kernel<int64_t>;
   t.divide[int(DType::kUint64)] = &divide64Kernel<uint64_t>;
   t.divide[int(DType::kFloat16)] = &divideKernel<LowpTraits<HalfCodec>>;

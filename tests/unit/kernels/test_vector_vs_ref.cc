@@ -170,6 +170,23 @@ TEST_P(KernelVectorVsRef, LowPrecisionDenseSweep) {
   }
 }
 
+// 8-bit division runs in float32: every value against every interesting n.
+TEST_P(KernelVectorVsRef, EightBitDivideExhaustive) {
+  const KernelTable* table = detail::tableFor(GetParam());
+  if (table == nullptr) GTEST_SKIP() << "CPU lacks " << detail::isaName(GetParam());
+  Bytes src(256), want(256), got(256);
+  for (int i = 0; i < 256; ++i) src[i] = uint8_t(i);
+  const uint64_t dens[] = {1, 2, 3, 5, 7, 127, 128, 129, 255, 256, 1000, (1u << 24) + 1,
+                           uint64_t(1) << 40, ~uint64_t(0)};
+  for (DType t : {DType::kInt8, DType::kUint8}) {
+    for (uint64_t den : dens) {
+      ref::divide(want.data(), src.data(), 256, t, den);
+      table->divide[int(t)](got.data(), src.data(), 256, den);
+      expectSame(got, want, 256, t, "divide by " + std::to_string(den));
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, KernelVectorVsRef,
                          ::testing::Values(Isa::kGeneric, Isa::kAvx2, Isa::kAvx512),
                          [](const auto& info) { return std::string(detail::isaName(info.param)); });
