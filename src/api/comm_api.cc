@@ -59,7 +59,9 @@ Status initAll(ncclComm_t* comms, int ndev, const int* devlist) {
   FERRY_TRY(createUniqueId(&id));
   FERRY_TRY(groupStart());
   for (int i = 0; i < ndev; ++i) {
-    Status st = initRank(&comms[i], ndev, id, i, nullptr);
+    CommConfig cfg;
+    cfg.device = devlist ? devlist[i] : i;
+    Status st = startComm(std::make_unique<Comm>(i, ndev, cfg), id, &comms[i]);
     if (!st.isOk()) {
       (void)groupEnd();
       return st;
@@ -193,8 +195,7 @@ FERRY_EXPORT(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device
   return guard("ncclCommCuDevice", [&]() -> Status {
     FERRY_ASSIGN(Comm * c, liveComm(comm));
     FERRY_TRY(checkPtr(device, "device"));
-    *device = 0;  // host communicator: no CUDA device; 0 like a single-GPU process
-    (void)c;
+    *device = c->config().device;
     return Status::ok();
   });
 }

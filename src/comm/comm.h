@@ -33,6 +33,7 @@ struct CommConfig {
   std::string netName;
   std::string commName;
   int splitShare = 0;
+  int device = 0;  // what ncclCommCuDevice reports (ncclCommInitAll's device list)
 };
 
 struct PremulOp {

@@ -79,7 +79,17 @@ Status runExecutor(Comm* c, Executor& e, const char* name) {
       w.progressed();
       continue;
     }
-    FERRY_TRY(c->checkPeers(e.activePeers()));
+    Status alive = c->checkPeers(e.activePeers());
+    if (!alive.isOk()) {
+      // A peer that finished and exited may have left everything we still
+      // need in shared memory: only fail if that does not get us further.
+      FERRY_TRY(e.progress(&progressed));
+      if (progressed) {
+        w.progressed();
+        continue;
+      }
+      return alive;
+    }
     FERRY_TRY(w.idle());
   }
   return Status::ok();

@@ -52,12 +52,12 @@ Status Executor::progress(bool* progressed) {
   for (Connection* c : conns_) {
     if (c) FERRY_TRY(c->progress());
   }
-  if (lanesDone_ < lanes_.size()) return Status::ok();
   // Referenced memory must stay untouched until the peers have read it.
-  for (auto it = refConns_.begin(); it != refConns_.end();) {
-    if (!(*it)->sendsDrained()) return Status::ok();
-    it = refConns_.erase(it);
-  }
+  // Forget drained peers at once: a peer that has read everything may exit,
+  // and activePeers() must not report it as one we still wait on.
+  for (auto it = refConns_.begin(); it != refConns_.end();)
+    it = (*it)->sendsDrained() ? refConns_.erase(it) : std::next(it);
+  if (lanesDone_ < lanes_.size() || !refConns_.empty()) return Status::ok();
   done_ = true;
   *progressed = true;
   return Status::ok();

@@ -84,6 +84,12 @@ Result<size_t> recvSome(const Socket& s, void* data, size_t bytes, bool* eof) {
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t(0);
+    // A reset after the peer closed is an end of stream like a FIN for a
+    // caller that handles EOF: it only matters if that caller still needs data.
+    if (errno == ECONNRESET && eof) {
+      *eof = true;
+      return size_t(0);
+    }
     if (peerError(errno)) return peerGone(s, errno);
     return systemError("recv from " + s.peer().toString() + " failed: " + std::strerror(errno));
   }
