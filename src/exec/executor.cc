@@ -204,9 +204,12 @@ void Executor::reduceInto(void* dst, void* dst2, const void* in, const void* loc
 }
 
 // RecvReduceSend, RecvReduceCopy and RecvReduceCopySend: out = in OP local.
+// RecvReduceCopySend forwards its result as a reference to dst when the
+// connection allows it, so the next rank copies it straight into its output.
 Status Executor::doReduceStep(LaneState& st, const Step& s, bool* progressed) {
   Connection* rc = conns_[s.recvPeer];
   Connection* sc = s.sendPeer >= 0 ? conns_[s.sendPeer] : nullptr;
+  bool copies = s.kind != StepKind::kRecvReduceSend;
   while (st.sendOff < s.bytes) {
     FERRY_ASSIGN(bool have, havePiece(st, rc, s.bytes - st.sendOff));
     if (!have) return Status::ok();
@@ -216,19 +219,28 @@ Status Executor::doReduceStep(LaneState& st, const Step& s, bool* progressed) {
       if (!slot.data) return Status::ok();
     }
     size_t k = st.piece.size - st.consumed;
-    if (sc) k = std::min(k, floorElems(slot.capacity));
-    if (st.piece.isRef) k = std::min(k, floorElems(temp_.size() ? temp_.size() : opt_.tempBytes));
-    if (st.piece.isRef && temp_.empty()) temp_.resize(opt_.tempBytes);
+    if (st.piece.isRef) {
+      if (temp_.empty()) temp_.resize(opt_.tempBytes);
+      k = std::min(k, floorElems(temp_.size()));
+    }
+    bool byRef = sc && copies && opt_.allowRefs && k >= opt_.refThreshold && sc->supportsRef();
+    if (sc && !byRef) k = std::min(k, floorElems(slot.capacity));
     FERRY_ASSIGN(const char* in, pieceData(st, rc, k, temp_.data()));
     const char* local = ptr(s.src) + st.sendOff;
-    char* out = s.kind == StepKind::kRecvReduceSend ? static_cast<char*>(slot.data)
-                                                     : ptr(s.dst) + st.sendOff;
-    bool fusedSend = s.kind == StepKind::kRecvReduceCopySend && !divides(s);
-    reduceInto(out, fusedSend ? slot.data : nullptr, in, local, k, scales(s));
+    char* out = copies ? ptr(s.dst) + st.sendOff : static_cast<char*>(slot.data);
+    bool fused = sc && copies && !byRef && !divides(s);  // write dst and the slot in one pass
+    reduceInto(out, fused ? slot.data : nullptr, in, local, k, scales(s));
     if (divides(s)) kernels::divide(out, out, elems(k), reduce_.dtype, reduce_.divisor);
-    if (s.kind == StepKind::kRecvReduceCopySend && !fusedSend) std::memcpy(slot.data, out, k);
     FERRY_TRY(consume(st, rc, k));
-    if (sc) FERRY_TRY(sc->commitSend(k));
+    if (byRef) {
+      bool accepted = false;
+      FERRY_TRY(sc->sendRef(out, k, &accepted));
+      if (!accepted) return internalError("send slot vanished while forwarding");
+      refConns_.insert(sc);
+    } else if (sc) {
+      if (copies && !fused) std::memcpy(slot.data, out, k);
+      FERRY_TRY(sc->commitSend(k));
+    }
     st.sendOff += k;
     *progressed = true;
   }
