@@ -22,8 +22,8 @@
 //       reduction leaves it as +-57344.
 //     - A NaN result is stored as the type's canonical quiet NaN, whatever the
 //       operands' NaN payloads or signs: float16 0x7E00, bfloat16 0x7FC0,
-//       e4m3 0x7F, e5m2 0x7F. This keeps results independent of the order in
-//       which ranks are combined.
+//       e4m3 0x7F, e5m2 0x7F, so a NaN result does not depend on which
+//       operand carried which NaN (nor on the operand order).
 // * Max/Min on floating types: NaN propagates. max(a, b) is a if a is NaN,
 //   else (a > b ? a : b); min likewise with <. When a and b compare equal
 //   (e.g. -0 and +0) the result is b. For float32/float64 a NaN result of
