@@ -313,6 +313,53 @@ TEST(SocketTransport, DestructorFlushesStagedPieces) {
   EXPECT_TRUE(rs.isOk()) << rs.message();
 }
 
+// The contract the executor relies on: once sendsDrained() is true the
+// sender may stop calling the connection and the peer still gets everything.
+TEST(SocketTransport, OnceDrainedThePeerNeedsNothingMoreFromUs) {
+  const size_t slot = 4 << 20;
+  test::ScopedEnv e("FERRY_SOCKET_SLOT_BYTES", std::to_string(slot));
+  ThreadComm comm(2);
+  auto conns = connectPair(comm);
+  ASSERT_TRUE(conns[0] && conns[1]);
+  Status rs;
+  std::thread reader([&] {
+    Waiter w(nullptr, 10000, "reader");
+    for (int k = 0; k < 6 && rs.isOk();) {
+      RecvPiece p;
+      rs = conns[1]->tryRecv(&p);
+      if (!rs.isOk()) break;
+      if (!p.ready) {
+        rs = w.idle();
+        continue;
+      }
+      w.progressed();
+      const char* d = static_cast<const char*>(p.data);
+      if (p.size != slot || d[0] != 'k' + k || d[slot - 1] != 'k' + k) {
+        rs = internalError("piece " + std::to_string(k) + " wrong");
+      }
+      if (rs.isOk()) rs = conns[1]->releaseRecv();
+      k++;
+      if (k == 3) usleep(50 * 1000);  // let the sender finish while data is in flight
+    }
+  });
+  Waiter w(nullptr, 10000, "sender");
+  for (int k = 0; k < 6;) {
+    SendSlot s;
+    ASSERT_TRUE(conns[0]->trySend(&s).isOk());
+    if (!s.data) {
+      ASSERT_TRUE(w.idle().isOk());
+      continue;
+    }
+    memset(s.data, 'k' + k, slot);
+    ASSERT_TRUE(conns[0]->commitSend(slot).isOk());
+    k++;
+  }
+  while (!conns[0]->sendsDrained()) ASSERT_TRUE(w.idle().isOk());
+  // From here on rank 0 never touches its connection.
+  reader.join();
+  EXPECT_TRUE(rs.isOk()) << rs.message();
+}
+
 TEST(SocketTransport, ConnectTimesOutWhenPeerNeverComes) {
   ThreadComm comm(2);
   comm.ctx[1].timeoutMs = 500;
