@@ -40,7 +40,7 @@ TEST(SockAddr, ResolvesHostNames) {
 
 TEST(SockAddr, RejectsBadText) {
   for (const char* bad : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:99999", "127.0.0.1:12a",
-                          "[::1]6000", "[::1:6000", ":5000", "no.such.host.invalid:5000"}) {
+                          "[::1]6000", "[::1:6000", ":5000"}) {
     auto a = SockAddr::parse(bad);
     EXPECT_FALSE(a.isOk()) << bad;
     if (!a.isOk()) {
