@@ -93,9 +93,9 @@ Status sendRecvAll(const Socket& out, const void* sdata, size_t sbytes, const So
                    void* rdata, size_t rbytes, const Until& until);
 
 // One non-blocking attempt: bytes moved (0 = the socket would block).
-// recvSome reports the peer's orderly close as an error, or, when `eof` is
-// given, as 0 bytes with *eof set (for callers to whom a close between
-// messages is normal).
+// recvSome reports the peer's close (FIN, or a reset after it) as an error,
+// or, when `eof` is given, as 0 bytes with *eof set (for callers to whom a
+// close between messages is normal).
 Result<size_t> sendSome(const Socket& s, const void* data, size_t bytes);
 Result<size_t> recvSome(const Socket& s, void* data, size_t bytes, bool* eof = nullptr);
 
