@@ -18,6 +18,8 @@ bool isRingColl(const CollArgs& a) {
 }
 
 bool isDirectColl(const CollArgs& a) {
+  if (a.kind == CollKind::kAllReduce)
+    return a.nranks > 1 && a.count * a.elemSize <= a.directMaxBytes;
   return a.kind == CollKind::kAllToAll || a.kind == CollKind::kGather ||
          a.kind == CollKind::kScatter;
 }
@@ -38,8 +40,8 @@ bool listed(const std::string& filter, const char* name) {
 
 const std::vector<Algorithm>& algorithmRegistry() {
   static const std::vector<Algorithm> kList = {
-      {"ring", isRingColl, ringSchedule},
       {"direct", isDirectColl, directSchedule},
+      {"ring", isRingColl, ringSchedule},
   };
   return kList;
 }
@@ -80,6 +82,7 @@ const char* stepName(StepKind k) {
     case StepKind::kRecvReduceCopy: return "recvReduceCopy";
     case StepKind::kRecvReduceCopySend: return "recvReduceCopySend";
     case StepKind::kRecvCopySend: return "recvCopySend";
+    case StepKind::kLocalReduce: return "localReduce";
   }
   return "?";
 }

@@ -41,9 +41,53 @@ void addLane(Schedule* s, Step st) {
   if (st.bytes > 0) s->lanes.push_back(Lane{{st}});
 }
 
+// Small AllReduce in one hop: every rank sends its input to every other and
+// folds all inputs in rank order 0, 1, ..., n-1, so every rank computes the
+// bit-identical result even for non-associative (floating point) sums.
+Schedule directAllReduce(const CollArgs& a) {
+  Schedule s{"direct", {}};
+  size_t bytes = a.count * a.elemSize;
+  Region in{kInputBuf, 0}, out{kOutputBuf, 0};
+  if (a.inPlace) {
+    // The fold overwrites the output while peers' copies of our input are
+    // still being sent: work from a saved copy.
+    s.scratchBytes = bytes;
+    s.prologue.push_back(copyStep(in, {kScratchBuf, 0}, bytes));
+    in = Region{kScratchBuf, 0};
+  }
+  for (int p = 0; p < a.nranks; ++p) {
+    if (p == a.rank) continue;
+    Step send = sendStep(p, in, bytes);
+    send.scaleSrc = true;
+    s.lanes.push_back(Lane{{send}});
+  }
+  Lane fold;
+  for (int p = 0; p < a.nranks; ++p) {
+    Step st;
+    if (p == 0) {
+      st = p == a.rank ? copyStep(in, out, bytes) : recvStep(p, out, bytes);
+      st.scaleSrc = p == a.rank;
+    } else if (p == a.rank) {
+      st = copyStep(in, out, bytes);
+      st.kind = StepKind::kLocalReduce;
+      st.scaleSrc = true;
+    } else {
+      st = recvStep(p, out, bytes);
+      st.kind = StepKind::kRecvReduceCopy;
+      st.src = out;
+    }
+    st.bytes = bytes;
+    fold.steps.push_back(st);
+  }
+  fold.steps.back().finalValue = true;
+  s.lanes.push_back(std::move(fold));
+  return s;
+}
+
 }  // namespace
 
 Schedule directSchedule(const CollArgs& a) {
+  if (a.kind == CollKind::kAllReduce) return directAllReduce(a);
   Schedule s{"direct", {}};
   size_t block = a.count * a.elemSize;
   int me = a.rank;

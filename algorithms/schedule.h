@@ -30,6 +30,7 @@ const char* collName(CollKind k);
 // point-to-point batch has one buffer per operation, in batch order.
 constexpr uint32_t kInputBuf = 0;
 constexpr uint32_t kOutputBuf = 1;
+constexpr uint32_t kScratchBuf = 2;  // Schedule::scratchBytes of executor-owned memory
 
 struct Region {
   uint32_t buf = kInputBuf;
@@ -44,6 +45,7 @@ enum class StepKind : uint8_t {
   kRecvReduceCopy,      // dst = recv OP src
   kRecvReduceCopySend,  // dst = recv OP src; send dst
   kRecvCopySend,        // dst = recv; send it on
+  kLocalReduce,         // dst = src OP dst (no communication)
 };
 const char* stepName(StepKind k);
 
@@ -65,6 +67,10 @@ struct Lane {
 struct Schedule {
   std::string algorithm;    // "ring", "direct", ...
   std::vector<Lane> lanes;
+  // Local steps (copies) that run before any lane starts, e.g. saving an
+  // in-place input to scratch before lanes overwrite it.
+  std::vector<Step> prologue;
+  size_t scratchBytes = 0;
 };
 
 // One point-to-point operation of a group (for CollKind::kSendRecv).
@@ -87,6 +93,9 @@ struct CollArgs {
   // receiver's FIFO; without it every rank would block sending its first
   // chunk. 0 = one round.
   size_t chunkBytes = 0;
+  // AllReduce of at most this many bytes uses the one-hop direct algorithm
+  // (every rank sends its input to every other) instead of the ring.
+  size_t directMaxBytes = 0;
 };
 
 // Schedules of the built-in algorithms (algorithms/*.cc).

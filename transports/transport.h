@@ -85,6 +85,11 @@ class Connection {
   // True when the peer has consumed every piece committed so far.
   virtual bool sendsDrained() = 0;
 
+  // True when every committed piece will reach the peer without further
+  // calls on this side (shared memory: at once; sockets: once written to
+  // the kernel). An operation is complete only when this holds.
+  virtual bool sendsFlushed() { return true; }
+
   // Move bytes that need a push (sockets); cheap no-op for shared memory.
   // Reports a dead or misbehaving peer as an error.
   virtual Status progress() { return Status::ok(); }

@@ -27,6 +27,8 @@ Comm::Comm(int rank, int nranks, CommConfig config)
   int64_t sockFifo = config::getInt(Param::kSocketSlots) * config::getInt(Param::kSocketSlotBytes);
   int64_t chunk = std::min({config::getInt(Param::kChunkBytes), shmFifo / 2, sockFifo / 2});
   chunkBytes_ = static_cast<size_t>(std::max<int64_t>(4096, chunk));
+  algoFilter_ = config::getString(Param::kAlgo);
+  directMaxBytes_ = static_cast<size_t>(std::max<int64_t>(0, config::getInt(Param::kDirectMaxBytes)));
   asyncResult_.store(ncclInProgress);
 }
 

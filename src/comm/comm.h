@@ -86,6 +86,8 @@ class Comm final : public ConnectionSource {
 
   ExecOptions execOptions() const { return execOptions_; }
   size_t chunkBytes() const { return chunkBytes_; }
+  const std::string& algoFilter() const { return algoFilter_; }
+  size_t directMaxBytes() const { return directMaxBytes_; }
   int64_t timeoutMs() const { return timeoutMs_; }
   uint64_t commHash() const { return ctx_.commHash; }
   int nextSplitSeq() { return splitSeq_++; }
@@ -113,6 +115,8 @@ class Comm final : public ConnectionSource {
   std::vector<std::unique_ptr<PremulOp>> premulOps_;
   ExecOptions execOptions_;
   size_t chunkBytes_ = 0;
+  std::string algoFilter_;  // NCCL_ALGO, read once
+  size_t directMaxBytes_ = 0;
   int64_t timeoutMs_ = 30000;
   int64_t peerCheckMs_ = 100;
   int64_t lastPeerCheckMs_ = 0;

@@ -45,10 +45,11 @@ struct CommWork {
 
 Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
   Comm* c = w->comm;
-  std::string algoFilter = config::getString(config::Param::kAlgo);
+  const std::string& algoFilter = c->algoFilter();
   for (const CollTask& t : colls) {
     CollArgs args = t.args;
     args.chunkBytes = c->chunkBytes();
+    args.directMaxBytes = c->directMaxBytes();
     FERRY_ASSIGN(Schedule s, selectSchedule(args, algoFilter));
     std::vector<void*> bufs = {const_cast<void*>(t.sendbuff), t.recvbuff};
     w->execs.push_back(std::make_unique<Executor>(std::move(s), std::move(bufs), t.args.elemSize,
@@ -192,25 +193,24 @@ Status groupSimulateEnd(float* estimatedUs) {
   return Status::ok();
 }
 
+// Outside a group: one task on one communicator, without the group's
+// bookkeeping (this is the small-message latency path).
+Status runNow(Comm* c, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
+  CommWork w{c, {}, {}, Status()};
+  FERRY_TRY(buildWork(&w, colls, p2ps));
+  runWork(&w);
+  return w.result;
+}
+
 Status enqueueColl(const CollTask& t) {
-  if (tGroup.depth == 0) {
-    GroupState g;
-    g.order.push_back(t.comm);
-    g.colls[t.comm].push_back(t);
-    return execute(g);
-  }
+  if (tGroup.depth == 0) return runNow(t.comm, {t}, {});
   tGroup.touch(t.comm);
   tGroup.colls[t.comm].push_back(t);
   return Status::ok();
 }
 
 Status enqueueP2p(const P2pTask& t) {
-  if (tGroup.depth == 0) {
-    GroupState g;
-    g.order.push_back(t.comm);
-    g.p2ps[t.comm].push_back(t);
-    return execute(g);
-  }
+  if (tGroup.depth == 0) return runNow(t.comm, {}, {t});
   tGroup.touch(t.comm);
   tGroup.p2ps[t.comm].push_back(t);
   return Status::ok();

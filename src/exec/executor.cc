@@ -11,6 +11,18 @@ Executor::Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSiz
                    ReduceSpec reduce, ExecOptions options)
     : schedule_(std::move(schedule)), buffers_(std::move(buffers)), elemSize_(elemSize),
       reduce_(reduce), opt_(options), lanes_(schedule_.lanes.size()) {
+  if (schedule_.scratchBytes > 0) {
+    scratch_.resize(schedule_.scratchBytes);
+    buffers_.resize(kScratchBuf + 1, nullptr);
+    buffers_[kScratchBuf] = scratch_.data();
+  }
+  for (const Step& s : schedule_.prologue) {
+    if (s.kind == StepKind::kLocalReduce) {
+      doLocalReduce(s);
+    } else {
+      (void)doCopy(s);
+    }
+  }
   if (schedule_.lanes.empty()) done_ = true;
 }
 
@@ -58,6 +70,8 @@ Status Executor::progress(bool* progressed) {
   for (auto it = refConns_.begin(); it != refConns_.end();)
     it = (*it)->sendsDrained() ? refConns_.erase(it) : std::next(it);
   if (lanesDone_ < lanes_.size() || !refConns_.empty()) return Status::ok();
+  for (Connection* c : conns_)
+    if (c && !c->sendsFlushed()) return Status::ok();
   done_ = true;
   *progressed = true;
   return Status::ok();
@@ -99,6 +113,10 @@ Status Executor::runStep(LaneState& st, const Step& s, bool* progressed, bool* s
     case StepKind::kRecvCopySend:
       FERRY_TRY(doCopySend(st, s, progressed));
       break;
+    case StepKind::kLocalReduce:
+      doLocalReduce(s);
+      st.sendOff = s.bytes;
+      break;
   }
   *stepDone = st.sendOff >= s.bytes;
   return Status::ok();
@@ -118,6 +136,20 @@ Status Executor::doCopy(const Step& s) {
     std::memcpy(dst, src, s.bytes);
   }
   return Status::ok();
+}
+
+// dst = src OP dst, operands in the same positions as a received piece's
+// (incoming value first), so folds give identical bits on every rank.
+void Executor::doLocalReduce(const Step& s) {
+  char* dst = ptr(s.dst);
+  const char* src = ptr(s.src);
+  size_t n = elems(s.bytes);
+  if (scales(s)) {
+    kernels::reduceScaled(dst, nullptr, dst, src, n, reduce_.dtype, reduce_.scalar);
+  } else {
+    kernels::reduce(dst, src, dst, n, reduce_.dtype, reduce_.op);
+  }
+  if (divides(s)) kernels::divide(dst, dst, n, reduce_.dtype, reduce_.divisor);
 }
 
 Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {

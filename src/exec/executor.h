@@ -75,6 +75,7 @@ class Executor {
   Status advanceLane(size_t lane, bool* progressed);
   Status runStep(LaneState& st, const Step& s, bool* progressed, bool* stepDone);
   Status doCopy(const Step& s);
+  void doLocalReduce(const Step& s);
   Status doSend(LaneState& st, const Step& s, bool* progressed);
   Status doRecv(LaneState& st, const Step& s, bool* progressed);
   Status doReduceStep(LaneState& st, const Step& s, bool* progressed);
@@ -102,6 +103,7 @@ class Executor {
   std::vector<Connection*> conns_;   // indexed by peer rank (nullptr: unused)
   std::set<Connection*> refConns_;   // connections we sent references on
   std::vector<char> temp_;
+  std::vector<char> scratch_;        // Schedule::scratchBytes
   size_t lanesDone_ = 0;
   bool done_ = false;
 };

@@ -38,6 +38,7 @@ class SocketConnection : public Connection {
   Status releaseRecv() override;
   // Pieces written to the kernel count as consumed: their bytes were copied.
   bool sendsDrained() override;
+  bool sendsFlushed() override { return sendsDrained(); }
   Status progress() override;
   void markFailed() override;
   std::string describe() const override;

@@ -37,6 +37,10 @@ struct Sim {
   // Execute one step if its input has arrived.
   bool tryStep(int r, const Step& s) {
     Bytes in;
+    if (s.kind == StepKind::kLocalReduce) {
+      add(at(r, s.dst), at(r, s.src), at(r, s.dst), s.bytes);
+      return true;
+    }
     if (s.kind != StepKind::kCopy && s.kind != StepKind::kSend) {
       auto& q = wires[{s.recvPeer, r}];
       if (q.empty()) return false;
@@ -60,6 +64,8 @@ struct Sim {
         std::memcpy(at(r, s.dst), in.data(), s.bytes);
         out = in;
         break;
+      case StepKind::kLocalReduce:
+        return true;
     }
     wires[{r, s.sendPeer}].push_back(std::move(out));
     return true;
@@ -89,7 +95,8 @@ struct Sim {
 int64_t val(int rank, size_t i) { return rank * 1000003 + static_cast<int64_t>(i); }
 
 // Builds schedules and buffers for `kind`; returns the simulator after running.
-Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes) {
+Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes,
+             size_t directMaxBytes = 0) {
   Sim sim{n, {}, {}, {}};
   size_t inElems = count, outElems = count;
   if (kind == CollKind::kAllGather || kind == CollKind::kAllToAll) outElems = count * n;
@@ -97,7 +104,7 @@ Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes) {
   if (kind == CollKind::kGather) outElems = count * n;
   if (kind == CollKind::kScatter) inElems = count * n;
   for (int r = 0; r < n; ++r) {
-    CollArgs a{kind, r, n, root, count, 8, false, chunkBytes};
+    CollArgs a{kind, r, n, root, count, 8, false, chunkBytes, directMaxBytes};
     Result<Schedule> s = selectSchedule(a, "");
     EXPECT_TRUE(s.isOk());
     // No (peer, direction) may be used by two lanes.
@@ -142,6 +149,12 @@ TEST_P(ScheduleSim, AllCollectivesExact) {
     Sim s = simulate(CollKind::kAllReduce, n, count, 0, chunk);
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, i), sumAt(n, i)) << "allreduce";
+  }
+  {
+    // The one-hop direct AllReduce (selected for small messages).
+    Sim s = simulate(CollKind::kAllReduce, n, count, 0, chunk, SIZE_MAX);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, i), sumAt(n, i)) << "direct allreduce";
   }
   {
     Sim s = simulate(CollKind::kReduceScatter, n, count, 0, chunk);
