@@ -219,6 +219,7 @@ void threadMain(World& w, const Options& o, int t, Report* report) {
   // Settle for 200 ms before timing anything, as the multi-rank drivers do
   // (see settle() in tools/demo/bench_sweep.cc); thread 0 decides.
   w.in[t] = w.inOwn[t];
+  w.bar.arrive_and_wait();  // every in[] set before anyone reads a peer's
   size_t settleCount = sizes.empty() ? 0 : std::min<size_t>(sizes[0] / sizeof(float), 4096);
   auto t0 = std::chrono::steady_clock::now();
   for (bool more = !sizes.empty(); more;) {
