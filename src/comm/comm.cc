@@ -34,6 +34,7 @@ Comm::Comm(int rank, int nranks, CommConfig config)
 
 Comm::~Comm() {
   joinInit();
+  plans_.clear();
   for (auto& c : conns_) c.reset();
 }
 
@@ -97,6 +98,8 @@ void Comm::logTopology() const {
       localRanks++;
     }
   }
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores > 0 && localRanks > cores) Backoff::setOversubscribed(true);
   FERRY_INFO(log::kInit, "comm %p rank %d nRanks %d nNodes %zu localRanks %d localRank %d - Init COMPLETE",
              static_cast<const void*>(this), rank_, nranks_, hosts.size(), localRanks, localRank);
 }
@@ -176,6 +179,27 @@ void Comm::waitIdle(int64_t timeoutMs) {
   int64_t end = nowMs() + timeoutMs;
   Backoff b;
   while (users_.load() > 0 && nowMs() < end) b.pause();
+}
+
+namespace {
+bool sameShape(const CollArgs& a, const CollArgs& b) {
+  return a.kind == b.kind && a.root == b.root && a.count == b.count && a.elemSize == b.elemSize &&
+         a.inPlace == b.inPlace && a.chunkBytes == b.chunkBytes &&
+         a.directMaxBytes == b.directMaxBytes;
+}
+constexpr size_t kMaxPlans = 64;
+}  // namespace
+
+Executor* Comm::findPlan(const CollArgs& a) {
+  for (auto& [args, exec] : plans_)
+    if (sameShape(args, a)) return exec.get();
+  return nullptr;
+}
+
+Executor* Comm::addPlan(const CollArgs& a, std::unique_ptr<Executor> e) {
+  if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());
+  plans_.emplace_back(a, std::move(e));
+  return plans_.back().second.get();
 }
 
 int Comm::addPremul(PremulOp op) {

@@ -85,6 +85,10 @@ class Comm final : public ConnectionSource {
   const PremulOp* premul(int op) const;
 
   ExecOptions execOptions() const { return execOptions_; }
+  // Executors of earlier collectives with the same shape, reused so a
+  // repeated call does not rebuild its schedule (bounded cache).
+  Executor* findPlan(const CollArgs& a);
+  Executor* addPlan(const CollArgs& a, std::unique_ptr<Executor> e);
   size_t chunkBytes() const { return chunkBytes_; }
   const std::string& algoFilter() const { return algoFilter_; }
   size_t directMaxBytes() const { return directMaxBytes_; }
@@ -121,6 +125,7 @@ class Comm final : public ConnectionSource {
   int64_t peerCheckMs_ = 100;
   int64_t lastPeerCheckMs_ = 0;
   int splitSeq_ = 0;
+  std::vector<std::pair<CollArgs, std::unique_ptr<Executor>>> plans_;
 };
 
 // Every live communicator, so a destroyed or foreign pointer is rejected.

@@ -36,25 +36,41 @@ struct GroupState {
 
 thread_local GroupState tGroup;
 
+// One executor run: a cached collective executor with this call's buffers,
+// or a group's point-to-point executor (owned by the CommWork).
+struct Run {
+  Executor* exec;
+  void* input;
+  void* output;
+  ReduceSpec reduce;
+  const char* name;
+};
+
 struct CommWork {
   Comm* comm;
-  std::vector<std::unique_ptr<Executor>> execs;
-  std::vector<std::string> names;
+  std::vector<Run> runs;
+  std::unique_ptr<Executor> p2p;
   Status result;
 };
 
+Result<Executor*> collExecutor(Comm* c, const CollTask& t) {
+  CollArgs args = t.args;
+  args.chunkBytes = c->chunkBytes();
+  args.directMaxBytes = c->directMaxBytes();
+  if (Executor* e = c->findPlan(args)) return e;
+  FERRY_ASSIGN(Schedule s, selectSchedule(args, c->algoFilter()));
+  std::vector<void*> bufs = {nullptr, nullptr};
+  return c->addPlan(args, std::make_unique<Executor>(std::move(s), std::move(bufs),
+                                                     args.elemSize, ReduceSpec{},
+                                                     c->execOptions()));
+}
+
 Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
   Comm* c = w->comm;
-  const std::string& algoFilter = c->algoFilter();
   for (const CollTask& t : colls) {
-    CollArgs args = t.args;
-    args.chunkBytes = c->chunkBytes();
-    args.directMaxBytes = c->directMaxBytes();
-    FERRY_ASSIGN(Schedule s, selectSchedule(args, algoFilter));
-    std::vector<void*> bufs = {const_cast<void*>(t.sendbuff), t.recvbuff};
-    w->execs.push_back(std::make_unique<Executor>(std::move(s), std::move(bufs), t.args.elemSize,
-                                                  t.reduce, c->execOptions()));
-    w->names.push_back(collName(t.args.kind));
+    FERRY_ASSIGN(Executor * e, collExecutor(c, t));
+    w->runs.push_back(Run{e, const_cast<void*>(t.sendbuff), t.recvbuff, t.reduce,
+                          collName(t.args.kind)});
   }
   if (!p2ps.empty()) {
     std::vector<P2pOp> ops;
@@ -63,9 +79,9 @@ Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vec
       ops.push_back(P2pOp{t.isSend, t.peer, t.bytes});
       bufs.push_back(t.buf);
     }
-    w->execs.push_back(std::make_unique<Executor>(p2pSchedule(c->rank(), ops), std::move(bufs), 1,
-                                                  ReduceSpec{}, c->execOptions()));
-    w->names.push_back("Send/Recv");
+    w->p2p = std::make_unique<Executor>(p2pSchedule(c->rank(), ops), std::move(bufs), 1,
+                                        ReduceSpec{}, c->execOptions());
+    w->runs.push_back(Run{w->p2p.get(), nullptr, nullptr, ReduceSpec{}, "Send/Recv"});
   }
   return Status::ok();
 }
@@ -96,19 +112,23 @@ Status runExecutor(Comm* c, Executor& e, const char* name) {
   return Status::ok();
 }
 
+// Run one executor on its communicator; a failure is latched on the comm.
+Status runOne(Comm* c, const Run& r) {
+  if (r.input || r.output) r.exec->rebind(r.input, r.output, r.reduce);
+  Status st = runExecutor(c, *r.exec, r.name);
+  if (st.isOk()) return st;
+  st = Status(st.code(), std::string(r.name) + " on rank " + std::to_string(c->rank()) + ": " +
+                             st.message());
+  FERRY_WARN("%s", st.message().c_str());
+  c->fail(st);
+  return st;
+}
+
 void runWork(CommWork* w) {
   Comm* c = w->comm;
   log::setThreadRank(c->rank());
   c->enter();
-  for (size_t i = 0; i < w->execs.size() && w->result.isOk(); ++i) {
-    Status st = runExecutor(c, *w->execs[i], w->names[i].c_str());
-    if (!st.isOk()) {
-      w->result = Status(st.code(), w->names[i] + " on rank " + std::to_string(c->rank()) + ": " +
-                                        st.message());
-      FERRY_WARN("%s", w->result.message().c_str());
-      c->fail(w->result);
-    }
-  }
+  for (size_t i = 0; i < w->runs.size() && w->result.isOk(); ++i) w->result = runOne(c, w->runs[i]);
   c->exit();
 }
 
@@ -136,7 +156,7 @@ Status execute(GroupState& g) {
   if (!g.inits.empty()) result = runInits(g.inits);
   std::vector<CommWork> work;
   for (Comm* c : g.order) {
-    work.push_back(CommWork{c, {}, {}, Status()});
+    work.push_back(CommWork{c, {}, nullptr, Status()});
     Status st = buildWork(&work.back(), g.colls[c], g.p2ps[c]);
     if (!st.isOk()) return st;
   }
@@ -195,22 +215,29 @@ Status groupSimulateEnd(float* estimatedUs) {
 
 // Outside a group: one task on one communicator, without the group's
 // bookkeeping (this is the small-message latency path).
-Status runNow(Comm* c, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
-  CommWork w{c, {}, {}, Status()};
-  FERRY_TRY(buildWork(&w, colls, p2ps));
-  runWork(&w);
-  return w.result;
-}
-
 Status enqueueColl(const CollTask& t) {
-  if (tGroup.depth == 0) return runNow(t.comm, {t}, {});
+  if (tGroup.depth == 0) {
+    Comm* c = t.comm;
+    FERRY_ASSIGN(Executor * e, collExecutor(c, t));
+    log::setThreadRank(c->rank());
+    c->enter();
+    Status st = runOne(c, Run{e, const_cast<void*>(t.sendbuff), t.recvbuff, t.reduce,
+                              collName(t.args.kind)});
+    c->exit();
+    return st;
+  }
   tGroup.touch(t.comm);
   tGroup.colls[t.comm].push_back(t);
   return Status::ok();
 }
 
 Status enqueueP2p(const P2pTask& t) {
-  if (tGroup.depth == 0) return runNow(t.comm, {}, {t});
+  if (tGroup.depth == 0) {
+    CommWork w{t.comm, {}, nullptr, Status()};
+    FERRY_TRY(buildWork(&w, {}, {t}));
+    runWork(&w);
+    return w.result;
+  }
   tGroup.touch(t.comm);
   tGroup.p2ps[t.comm].push_back(t);
   return Status::ok();

@@ -11,8 +11,10 @@
 namespace ferry {
 namespace {
 
-constexpr int64_t kYieldPolls = 200;
-constexpr int64_t kMaxSleepUs = 200;
+// When more ranks than cores share the machine, spinning only delays the
+// rank that holds the data we wait for.
+constexpr int kOversubscribedSpin = 16;
+std::atomic<bool> gOversubscribed{false};
 // Reading the clock costs more than a spin; check the deadline this rarely.
 constexpr uint32_t kClockEvery = 64;
 
@@ -31,14 +33,14 @@ void Backoff::pause() {
     return;
   }
   int64_t past = polls_ - spin_;
-  if (past <= kYieldPolls) {
+  if (past <= Backoff::kYieldPolls) {
     sched_yield();
     return;
   }
   // 1, 2, 4, ... µs, capped: oversubscribed ranks must leave the core to
   // whoever owns the data they are waiting for.
-  int64_t step = std::min<int64_t>(past - kYieldPolls - 1, 8);
-  int64_t us = std::min<int64_t>(int64_t(1) << step, kMaxSleepUs);
+  int64_t step = std::min<int64_t>(past - Backoff::kYieldPolls - 1, 8);
+  int64_t us = std::min<int64_t>(int64_t(1) << step, Backoff::kMaxSleepUs);
   struct timespec ts = {0, static_cast<long>(us * 1000)};
   nanosleep(&ts, nullptr);
 }
@@ -51,8 +53,12 @@ int Backoff::defaultSpinCount() {
     v = static_cast<int>(std::clamp<int64_t>(n, 0, 1 << 30));
     cached.store(v, std::memory_order_relaxed);
   }
+  if (gOversubscribed.load(std::memory_order_relaxed) && !config::isSet(config::Param::kSpinCount))
+    return std::min(v, kOversubscribedSpin);
   return v;
 }
+
+void Backoff::setOversubscribed(bool on) { gOversubscribed.store(on, std::memory_order_relaxed); }
 
 Waiter::Waiter(const std::atomic<bool>* abortFlag, int64_t timeoutMs, const char* what)
     : abort_(abortFlag), timeoutMs_(timeoutMs), what_(what ? what : "waiting") {}

@@ -21,12 +21,20 @@ inline int64_t nowMs() {
 
 class Backoff {
  public:
+  // Yielding costs ~1 µs when nobody else wants the core and hands the core
+  // over when someone does, so it is the right wait for oversubscribed ranks;
+  // only long waits fall through to sleeping (1, 2, 4 ... µs, capped).
+  static constexpr int64_t kYieldPolls = 2000;
+  static constexpr int64_t kMaxSleepUs = 200;
+
   explicit Backoff(int spinCount = defaultSpinCount()) : spin_(spinCount) {}
   // Call after a poll that found nothing to do.
   void pause();
   // Call after a poll that made progress.
   void reset() { polls_ = 0; }
   static int defaultSpinCount();
+  // More ranks than cores on this machine: spin much less before yielding.
+  static void setOversubscribed(bool on);
 
  private:
   int spin_;

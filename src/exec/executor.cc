@@ -16,17 +16,31 @@ Executor::Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSiz
     buffers_.resize(kScratchBuf + 1, nullptr);
     buffers_[kScratchBuf] = scratch_.data();
   }
+}
+
+void Executor::rebind(void* input, void* output, const ReduceSpec& reduce) {
+  buffers_[kInputBuf] = input;
+  buffers_[kOutputBuf] = output;
+  reduce_ = reduce;
+}
+
+Status Executor::start(ConnectionSource& source) {
+  if (!resolved_) FERRY_TRY(resolve(source));
+  for (LaneState& l : lanes_) l = LaneState{};
+  lanesDone_ = 0;
+  refConns_.clear();
   for (const Step& s : schedule_.prologue) {
     if (s.kind == StepKind::kLocalReduce) {
       doLocalReduce(s);
     } else {
-      (void)doCopy(s);
+      FERRY_TRY(doCopy(s));
     }
   }
-  if (schedule_.lanes.empty()) done_ = true;
+  done_ = schedule_.lanes.empty();
+  return Status::ok();
 }
 
-Status Executor::start(ConnectionSource& source) {
+Status Executor::resolve(ConnectionSource& source) {
   int maxPeer = -1;
   for (const Lane& l : schedule_.lanes)
     for (const Step& s : l.steps) maxPeer = std::max({maxPeer, s.sendPeer, s.recvPeer});
@@ -39,6 +53,7 @@ Status Executor::start(ConnectionSource& source) {
       }
     }
   }
+  resolved_ = true;
   return Status::ok();
 }
 

@@ -54,8 +54,12 @@ class Executor {
   Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSize, ReduceSpec reduce,
            ExecOptions options);
 
-  // Resolve (and if needed establish) every connection the schedule uses.
+  // Begin a run: resolve (the first time, establishing them if needed) the
+  // connections the schedule uses, reset all progress, run the prologue.
+  // An executor can run again and again (the communicator caches them).
   Status start(ConnectionSource& source);
+  // Point a cached collective executor at this call's buffers and operator.
+  void rebind(void* input, void* output, const ReduceSpec& reduce);
   // Make all progress possible now. *progressed tells whether anything moved.
   Status progress(bool* progressed);
   bool done() const { return done_; }
@@ -72,6 +76,7 @@ class Executor {
     size_t consumed = 0; // bytes of `piece` already used
   };
 
+  Status resolve(ConnectionSource& source);
   Status advanceLane(size_t lane, bool* progressed);
   Status runStep(LaneState& st, const Step& s, bool* progressed, bool* stepDone);
   Status doCopy(const Step& s);
@@ -106,6 +111,7 @@ class Executor {
   std::vector<char> scratch_;        // Schedule::scratchBytes
   size_t lanesDone_ = 0;
   bool done_ = false;
+  bool resolved_ = false;
 };
 
 }  // namespace ferry

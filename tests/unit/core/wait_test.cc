@@ -22,16 +22,16 @@ TEST(Backoff, DefaultSpinCountComesFromConfig) {
 
 TEST(Backoff, SleepsOnceSpinAndYieldPhasesAreOver) {
   Backoff b(10);
-  for (int i = 0; i < 10 + 200 + 20; i++) b.pause();  // reach the 200 µs cap
+  for (int i = 0; i < 10 + Backoff::kYieldPolls + 20; i++) b.pause();  // reach the sleep cap
   auto t0 = Clock::now();
   for (int i = 0; i < 50; i++) b.pause();
-  EXPECT_GE(elapsedUs(t0), 50 * 200);
+  EXPECT_GE(elapsedUs(t0), 50 * Backoff::kMaxSleepUs);
   EXPECT_LT(elapsedUs(t0), 2'000'000);
 }
 
 TEST(Backoff, ResetReturnsToSpinning) {
   Backoff b(1000);
-  for (int i = 0; i < 1300; i++) b.pause();
+  for (int i = 0; i < 1000 + Backoff::kYieldPolls + 100; i++) b.pause();
   b.reset();
   // 1000 spin pauses take microseconds; in the sleep phase they would take 200 ms.
   auto t0 = Clock::now();
