@@ -19,7 +19,7 @@ bool isRingColl(const CollArgs& a) {
 
 bool isDirectColl(const CollArgs& a) {
   if (a.kind == CollKind::kAllReduce)
-    return a.nranks > 1 && a.count * a.elemSize <= a.directMaxBytes;
+    return a.nranks > 1 && (a.count * a.elemSize <= a.directMaxBytes || a.allLocal);
   return a.kind == CollKind::kAllToAll || a.kind == CollKind::kGather ||
          a.kind == CollKind::kScatter;
 }

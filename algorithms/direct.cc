@@ -3,6 +3,7 @@
 // Each peer gets its own send lane and receive lane, so all transfers
 // progress at once (no pairwise rounds needed: the executor never blocks on a
 // single lane), and the rank's own block is a local copy.
+#include <algorithm>
 #include <map>
 
 #include "algorithms/schedule.h"
@@ -84,10 +85,58 @@ Schedule directAllReduce(const CollArgs& a) {
   return s;
 }
 
+// Large AllReduce inside one machine: rank r owns slice r of every round; it
+// pulls slice r of every peer's input, folds it into its output, then every
+// rank pulls every other rank's finished slice. With references (cross-memory
+// attach) each byte is read and written about as often as in the physical
+// minimum (one reduce pass, one copy pass), and a round needs two waits per
+// peer instead of the ring's 2(n-1) hops. One lane: sends of references
+// never block, and rounds of at most chunkBytes per slice keep plain copies
+// within the FIFOs.
+Schedule directReduceScatterGather(const CollArgs& a) {
+  Schedule s{"direct", {}};
+  Lane lane;
+  int n = a.nranks, r = a.rank;
+  size_t e = a.elemSize;
+  size_t sliceElems = a.chunkBytes ? std::max<size_t>(1, a.chunkBytes / e) : a.count;
+  size_t roundElems = sliceElems * n;
+  for (size_t base = 0; base < a.count; base += roundElems) {
+    size_t len = std::min(roundElems, a.count - base);
+    auto at = [&](int c) { return base * e + blockStart(len, n, c, e); };
+    auto bytes = [&](int c) { return at(c + 1) - at(c); };
+    for (int k = 1; k < n; ++k) {
+      int p = (r + k) % n;
+      Step st = sendStep(p, {kInputBuf, at(p)}, bytes(p));
+      st.scaleSrc = true;
+      lane.steps.push_back(st);
+    }
+    for (int k = 1; k < n; ++k) {
+      int p = (r + k) % n;
+      Step st = recvStep(p, {kOutputBuf, at(r)}, bytes(r));
+      st.kind = StepKind::kRecvReduceCopy;
+      // The first fold step brings in our own input; later ones accumulate.
+      st.src = Region{k == 1 ? kInputBuf : kOutputBuf, at(r)};
+      st.scaleSrc = k == 1;
+      st.finalValue = k == n - 1;
+      lane.steps.push_back(st);
+    }
+    for (int k = 1; k < n; ++k) lane.steps.push_back(sendStep((r + k) % n, {kOutputBuf, at(r)}, bytes(r)));
+    for (int k = 1; k < n; ++k) {
+      int p = (r + k) % n;
+      lane.steps.push_back(recvStep(p, {kOutputBuf, at(p)}, bytes(p)));
+    }
+  }
+  s.lanes.push_back(std::move(lane));
+  return s;
+}
+
 }  // namespace
 
 Schedule directSchedule(const CollArgs& a) {
-  if (a.kind == CollKind::kAllReduce) return directAllReduce(a);
+  if (a.kind == CollKind::kAllReduce) {
+    if (a.count * a.elemSize <= a.directMaxBytes) return directAllReduce(a);
+    return directReduceScatterGather(a);
+  }
   Schedule s{"direct", {}};
   size_t block = a.count * a.elemSize;
   int me = a.rank;

@@ -59,6 +59,9 @@ Status Comm::init(const ncclUniqueId& id) {
   }
   ready_.store(true);
   asyncResult_.store(ncclSuccess);
+  if (rank_ == 0)
+    log::versionLine("NCCL version 2.28.9+ferry" FERRY_VERSION_STRING " (Ferry " FERRY_VERSION_STRING
+                     ", host memory)");
   logTopology();
   return Status::ok();
 }
@@ -85,6 +88,8 @@ Status Comm::setupPeers() {
   ctx_.commHash = hash64(seed, sizeof(seed));
   ctx_.peers = &peers_;
   conns_.resize(nranks_);
+  allLocal_ = !config::getBool(config::Param::kShmDisable) && execOptions_.allowRefs;
+  for (const PeerInfo& p : peers_) allLocal_ = allLocal_ && p.hostHash == me.hostHash;
   return Status::ok();
 }
 
@@ -185,7 +190,7 @@ namespace {
 bool sameShape(const CollArgs& a, const CollArgs& b) {
   return a.kind == b.kind && a.root == b.root && a.count == b.count && a.elemSize == b.elemSize &&
          a.inPlace == b.inPlace && a.chunkBytes == b.chunkBytes &&
-         a.directMaxBytes == b.directMaxBytes;
+         a.directMaxBytes == b.directMaxBytes && a.allLocal == b.allLocal;
 }
 constexpr size_t kMaxPlans = 64;
 }  // namespace

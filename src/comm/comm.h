@@ -92,6 +92,7 @@ class Comm final : public ConnectionSource {
   size_t chunkBytes() const { return chunkBytes_; }
   const std::string& algoFilter() const { return algoFilter_; }
   size_t directMaxBytes() const { return directMaxBytes_; }
+  bool allLocal() const { return allLocal_; }
   int64_t timeoutMs() const { return timeoutMs_; }
   uint64_t commHash() const { return ctx_.commHash; }
   int nextSplitSeq() { return splitSeq_++; }
@@ -121,6 +122,7 @@ class Comm final : public ConnectionSource {
   size_t chunkBytes_ = 0;
   std::string algoFilter_;  // NCCL_ALGO, read once
   size_t directMaxBytes_ = 0;
+  bool allLocal_ = false;   // one machine, shared memory and CMA allowed
   int64_t timeoutMs_ = 30000;
   int64_t peerCheckMs_ = 100;
   int64_t lastPeerCheckMs_ = 0;

@@ -57,6 +57,7 @@ Result<Executor*> collExecutor(Comm* c, const CollTask& t) {
   CollArgs args = t.args;
   args.chunkBytes = c->chunkBytes();
   args.directMaxBytes = c->directMaxBytes();
+  args.allLocal = c->allLocal();
   if (Executor* e = c->findPlan(args)) return e;
   FERRY_ASSIGN(Schedule s, selectSchedule(args, c->algoFilter()));
   std::vector<void*> bufs = {nullptr, nullptr};

@@ -96,7 +96,7 @@ int64_t val(int rank, size_t i) { return rank * 1000003 + static_cast<int64_t>(i
 
 // Builds schedules and buffers for `kind`; returns the simulator after running.
 Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes,
-             size_t directMaxBytes = 0) {
+             size_t directMaxBytes = 0, bool allLocal = false) {
   Sim sim{n, {}, {}, {}};
   size_t inElems = count, outElems = count;
   if (kind == CollKind::kAllGather || kind == CollKind::kAllToAll) outElems = count * n;
@@ -104,7 +104,7 @@ Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes,
   if (kind == CollKind::kGather) outElems = count * n;
   if (kind == CollKind::kScatter) inElems = count * n;
   for (int r = 0; r < n; ++r) {
-    CollArgs a{kind, r, n, root, count, 8, false, chunkBytes, directMaxBytes};
+    CollArgs a{kind, r, n, root, count, 8, false, chunkBytes, directMaxBytes, allLocal};
     Result<Schedule> s = selectSchedule(a, "");
     EXPECT_TRUE(s.isOk());
     // No (peer, direction) may be used by two lanes.
@@ -155,6 +155,13 @@ TEST_P(ScheduleSim, AllCollectivesExact) {
     Sim s = simulate(CollKind::kAllReduce, n, count, 0, chunk, SIZE_MAX);
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, i), sumAt(n, i)) << "direct allreduce";
+  }
+  {
+    // The direct reduce-scatter + all-gather (large AllReduce on one machine).
+    Sim s = simulate(CollKind::kAllReduce, n, count, 0, chunk, 0, true);
+    if (n > 1) EXPECT_EQ(s.scheds[0].algorithm, "direct");
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, i), sumAt(n, i)) << "direct rs+ag";
   }
   {
     Sim s = simulate(CollKind::kReduceScatter, n, count, 0, chunk);
