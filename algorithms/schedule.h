@@ -96,8 +96,9 @@ struct CollArgs {
   // AllReduce of at most this many bytes uses the one-hop direct algorithm
   // (every rank sends its input to every other) instead of the ring.
   size_t directMaxBytes = 0;
-  // Every rank shares this machine and may read peers' memory directly:
-  // large AllReduce then uses the direct reduce-scatter + all-gather.
+  // Every rank shares this machine, may read peers' memory directly and has
+  // a core of its own: large AllReduce then uses the direct reduce-scatter +
+  // all-gather.
   bool allLocal = false;
 };
 

@@ -88,7 +88,11 @@ Status Comm::setupPeers() {
   ctx_.commHash = hash64(seed, sizeof(seed));
   ctx_.peers = &peers_;
   conns_.resize(nranks_);
-  allLocal_ = !config::getBool(config::Param::kShmDisable) && execOptions_.allowRefs;
+  // The direct reduce-scatter/all-gather beats the ring only while every
+  // rank has a core: it makes each rank wait for all others twice a round.
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  allLocal_ = !config::getBool(config::Param::kShmDisable) && execOptions_.allowRefs &&
+              cores > 0 && nranks_ <= cores;
   for (const PeerInfo& p : peers_) allLocal_ = allLocal_ && p.hostHash == me.hostHash;
   return Status::ok();
 }
