@@ -108,6 +108,7 @@ Schedule directReduceScatterGather(const CollArgs& a) {
       int p = (r + k) % n;
       Step st = sendStep(p, {kInputBuf, at(p)}, bytes(p));
       st.scaleSrc = true;
+      st.peerReduces = true;
       lane.steps.push_back(st);
     }
     for (int k = 1; k < n; ++k) {

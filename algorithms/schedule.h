@@ -58,6 +58,9 @@ struct Step {
   size_t bytes = 0;
   bool scaleSrc = false;    // PreMulSum: this rank's own input enters here, multiply it
   bool finalValue = false;  // this step produces final values: apply Avg's division
+  // The receiver reduces what this step sends: copying it into the FIFO is
+  // cheaper than letting the receiver pull it through the kernel first.
+  bool peerReduces = false;
 };
 
 struct Lane {
