@@ -26,13 +26,39 @@ inline void cpuRelax() {
 
 }  // namespace
 
+// Spinning pays off only when the peer runs on another core at the same
+// time. Each thread learns how long its waits really are: a wait that had to
+// yield halves its spin budget, one that ended while spinning grows it back.
+// Two ranks the scheduler put on one core thus hand the core over within a
+// few polls instead of burning the spin phase on every message.
+thread_local int tSpinBudget = -1;
+constexpr int kMinSpinBudget = 8;
+
+int Backoff::budget() const {
+  if (tSpinBudget < 0 || tSpinBudget > spin_) tSpinBudget = spin_;
+  return tSpinBudget;
+}
+
+void Backoff::reset() {
+  if (polls_ > 0) {
+    int b = budget();
+    if (polls_ > b) {
+      tSpinBudget = std::max(std::min(kMinSpinBudget, spin_), b / 2);
+    } else {
+      tSpinBudget = std::min(spin_, b + b / 8 + 1);
+    }
+  }
+  polls_ = 0;
+}
+
 void Backoff::pause() {
   polls_++;
-  if (polls_ <= spin_) {
+  int spin = budget();
+  if (polls_ <= spin) {
     cpuRelax();
     return;
   }
-  int64_t past = polls_ - spin_;
+  int64_t past = polls_ - spin;
   if (past <= Backoff::kYieldPolls) {
     sched_yield();
     return;

@@ -31,12 +31,14 @@ class Backoff {
   // Call after a poll that found nothing to do.
   void pause();
   // Call after a poll that made progress.
-  void reset() { polls_ = 0; }
+  void reset();
   static int defaultSpinCount();
   // More ranks than cores on this machine: spin much less before yielding.
   static void setOversubscribed(bool on);
 
  private:
+  int budget() const;  // this thread's learned spin count (<= spin_)
+
   int spin_;
   int64_t polls_ = 0;
 };
