@@ -6,7 +6,8 @@
 // newcomm/bad config magic in ncclCommInitRank[Config], ncclGetVersion(NULL),
 // ncclCommCount/UserRank with NULL arguments, ncclRedOpDestroy of a built-in
 // op, duplicate devices in ncclCommInitAll.
-// (Reuse of a destroyed comm is undefined in NCCL and not tested.)
+// Reuse of a destroyed or aborted comm is undefined in NCCL; Ferry detects it
+// (a registry of live communicators) and the last test checks that.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -129,6 +130,37 @@ TEST(MpBadArgs, InitAllDuplicateDevices) {
       },
       opts(30, false));
   EXPECT_RANKS_OK(res);
+}
+
+TEST(MpBadArgs, DestroyedAndAbortedCommsAreRejected) {
+  RunResult res = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t c = nullptr;
+        MP_NCCL(ncclCommInitRank(&c, n, id, rank));
+        MP_NCCL(ncclCommDestroy(c));
+        int count = -1;
+        float x = 1.0f;
+        MP_EXPECT_RESULT(ncclCommCount(c, &count), kArg);
+        MP_EXPECT_RESULT(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, c, nullptr), kArg);
+        MP_EXPECT_RESULT(ncclCommDestroy(c), kArg);
+        return 0;
+      },
+      opts(60));
+  EXPECT_RANKS_OK(res);
+  RunResult res2 = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t c = nullptr;
+        MP_NCCL(ncclCommInitRank(&c, n, id, rank));
+        MP_NCCL(ncclCommAbort(c));
+        int r = -1;
+        MP_EXPECT_RESULT(ncclCommUserRank(c, &r), kArg);
+        MP_EXPECT_RESULT(ncclCommAbort(c), kArg);
+        return 0;
+      },
+      opts(60));
+  EXPECT_RANKS_OK(res2);
 }
 
 }  // namespace
