@@ -12,30 +12,13 @@ namespace ferry {
 namespace {
 
 Step sendStep(int peer, Region src, size_t bytes) {
-  Step s;
-  s.kind = StepKind::kSend;
-  s.sendPeer = peer;
-  s.src = src;
-  s.bytes = bytes;
-  return s;
+  return makeStep(StepKind::kSend, peer, -1, src, {}, bytes);
 }
-
 Step recvStep(int peer, Region dst, size_t bytes) {
-  Step s;
-  s.kind = StepKind::kRecv;
-  s.recvPeer = peer;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
+  return makeStep(StepKind::kRecv, -1, peer, {}, dst, bytes);
 }
-
 Step copyStep(Region src, Region dst, size_t bytes) {
-  Step s;
-  s.kind = StepKind::kCopy;
-  s.src = src;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
+  return makeStep(StepKind::kCopy, -1, -1, src, dst, bytes);
 }
 
 void addLane(Schedule* s, Step st) {

@@ -28,16 +28,7 @@ void forEachRound(size_t count, size_t elem, int chunksPerRound, size_t chunkByt
   for (size_t base = 0; base < count; base += roundElems) body(base, std::min(roundElems, count - base));
 }
 
-Step step(StepKind k, int sendPeer, int recvPeer, Region src, Region dst, size_t bytes) {
-  Step s;
-  s.kind = k;
-  s.sendPeer = sendPeer;
-  s.recvPeer = recvPeer;
-  s.src = src;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
-}
+constexpr auto step = makeStep;
 
 Region in(size_t off) { return Region{kInputBuf, off}; }
 Region out(size_t off) { return Region{kOutputBuf, off}; }

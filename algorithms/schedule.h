@@ -105,6 +105,18 @@ struct CollArgs {
   bool allLocal = false;
 };
 
+inline Step makeStep(StepKind kind, int sendPeer, int recvPeer, Region src, Region dst,
+                     size_t bytes) {
+  Step s;
+  s.kind = kind;
+  s.sendPeer = sendPeer;
+  s.recvPeer = recvPeer;
+  s.src = src;
+  s.dst = dst;
+  s.bytes = bytes;
+  return s;
+}
+
 // Schedules of the built-in algorithms (algorithms/*.cc).
 Schedule ringSchedule(const CollArgs& a);
 Schedule directSchedule(const CollArgs& a);
