@@ -1,0 +1,132 @@
+#include "tools/perf_tools/perf_colls.h"
+
+#include <cstring>
+#include <string>
+
+#include "tools/perf_tools/perf_data.h"
+
+namespace ferry::perf {
+namespace {
+
+const CollInfo kColls[] = {
+    {Coll::kAllReduce, "all_reduce_perf", true, false, false},
+    {Coll::kAllGather, "all_gather_perf", false, false, true},
+    {Coll::kBroadcast, "broadcast_perf", false, true, false},
+    {Coll::kReduce, "reduce_perf", true, true, false},
+    {Coll::kReduceScatter, "reduce_scatter_perf", true, false, true},
+    {Coll::kAlltoAll, "alltoall_perf", false, false, true},
+    {Coll::kGather, "gather_perf", false, true, true},
+    {Coll::kScatter, "scatter_perf", false, true, true},
+    {Coll::kSendRecv, "sendrecv_perf", false, false, false},
+};
+
+}  // namespace
+
+const CollInfo* findColl(const char* name) {
+  for (const CollInfo& c : kColls) {
+    if (std::string(name) + "_perf" == c.testName) return &c;
+  }
+  return nullptr;
+}
+
+size_t countFor(const CollInfo& c, size_t bytes, size_t elt, int n) {
+  if (!c.perRank) return bytes / elt;
+  return (bytes / static_cast<size_t>(n)) / 16 * 16 / elt;
+}
+
+size_t sizeColumn(const CollInfo& c, size_t count, size_t elt, int n) {
+  return c.perRank ? count * elt * static_cast<size_t>(n) : count * elt;
+}
+
+double algBytes(const CollInfo& c, size_t count, size_t elt, int n) {
+  return static_cast<double>(sizeColumn(c, count, elt, n));
+}
+
+double busFactor(const CollInfo& c, int n) {
+  switch (c.coll) {
+    case Coll::kAllReduce: return 2.0 * (n - 1) / n;
+    case Coll::kBroadcast:
+    case Coll::kReduce:
+    case Coll::kSendRecv: return 1.0;
+    default: return static_cast<double>(n - 1) / n;
+  }
+}
+
+Layout layoutFor(const CollInfo& c, size_t count, int n, int rank) {
+  size_t all = count * static_cast<size_t>(n);
+  size_t mine = count * static_cast<size_t>(rank);
+  switch (c.coll) {
+    case Coll::kReduceScatter: return {all, count, 0, mine};
+    case Coll::kScatter: return {all, count, 0, mine};
+    case Coll::kAllGather: return {count, all, mine, 0};
+    case Coll::kGather: return {count, all, mine, 0};
+    case Coll::kAlltoAll: return {all, all, 0, 0};
+    default: return {count, count, 0, 0};
+  }
+}
+
+ncclResult_t runColl(const CollInfo& c, const void* send, void* recv, size_t count, int type,
+                     int op, int root, ncclComm_t comm, int rank, int n) {
+  auto dt = static_cast<ncclDataType_t>(type);
+  auto rop = static_cast<ncclRedOp_t>(op);
+  switch (c.coll) {
+    case Coll::kAllReduce: return ncclAllReduce(send, recv, count, dt, rop, comm, nullptr);
+    case Coll::kAllGather: return ncclAllGather(send, recv, count, dt, comm, nullptr);
+    case Coll::kBroadcast: return ncclBroadcast(send, recv, count, dt, root, comm, nullptr);
+    case Coll::kReduce: return ncclReduce(send, recv, count, dt, rop, root, comm, nullptr);
+    case Coll::kReduceScatter: return ncclReduceScatter(send, recv, count, dt, rop, comm, nullptr);
+    case Coll::kAlltoAll: return ncclAlltoAll(send, recv, count, dt, comm, nullptr);
+    case Coll::kGather: return ncclGather(send, recv, count, dt, root, comm, nullptr);
+    case Coll::kScatter: return ncclScatter(send, recv, count, dt, root, comm, nullptr);
+    case Coll::kSendRecv: {
+      ncclResult_t r = ncclGroupStart();
+      if (r != ncclSuccess) return r;
+      ncclResult_t s = ncclSend(send, count, dt, (rank + 1) % n, comm, nullptr);
+      ncclResult_t v = ncclRecv(recv, count, dt, (rank + n - 1) % n, comm, nullptr);
+      r = ncclGroupEnd();
+      return s != ncclSuccess ? s : v != ncclSuccess ? v : r;
+    }
+  }
+  return ncclInvalidArgument;
+}
+
+bool checksRecv(const CollInfo& c, int rank, int root, bool inPlace) {
+  if (c.coll == Coll::kSendRecv && inPlace) return false;
+  if (c.coll == Coll::kReduce || c.coll == Coll::kGather) return rank == root;
+  return true;
+}
+
+int64_t countWrong(const CollInfo& c, const void* recv, size_t count, int type, int op,
+                   uint64_t seed, int n, int rank, int root) {
+  const size_t elt = typeSize(type);
+  const auto* got = static_cast<const unsigned char*>(recv);
+  Layout l = layoutFor(c, count, n, rank);
+  const int dataOp = c.reduces ? op : kOpNone;
+  unsigned char exp[8];
+  int64_t wrong = 0;
+  for (size_t k = 0; k < l.recvElems; ++k) {
+    int srcRank = rank;
+    size_t srcIdx = k;
+    switch (c.coll) {
+      case Coll::kAllReduce:
+      case Coll::kReduce: expectedReduce(seed, type, op, n, k, exp); break;
+      case Coll::kReduceScatter:
+        expectedReduce(seed, type, op, n, count * static_cast<size_t>(rank) + k, exp);
+        break;
+      case Coll::kBroadcast: srcRank = root; break;
+      case Coll::kAllGather:
+      case Coll::kGather: srcRank = static_cast<int>(k / count); srcIdx = k % count; break;
+      case Coll::kAlltoAll:
+        srcRank = static_cast<int>(k / count);
+        srcIdx = count * static_cast<size_t>(rank) + k % count;
+        break;
+      case Coll::kScatter: srcRank = root; srcIdx = count * static_cast<size_t>(rank) + k; break;
+      case Coll::kSendRecv: srcRank = (rank + n - 1) % n; break;
+    }
+    if (!c.reduces) encode(inputValue(seed, type, dataOp, n, srcRank, srcIdx), type, exp);
+    if (!matches(type, dataOp, n, got + k * elt, exp, seed, k)) ++wrong;
+  }
+  return wrong;
+}
+
+}  // namespace ferry::perf

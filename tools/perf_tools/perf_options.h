@@ -1,0 +1,54 @@
+// Command line of the nccl-tests-compatible perf tools (all_reduce_perf ...).
+// Letters, long names and defaults follow nccl-tests 2.19; options that only
+// make sense on a GPU are accepted and answered with a note, because Ferry's
+// collectives run on host memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ferry::perf {
+
+struct PerfOptions {
+  int nranks = 1;                 // --nranks: forked ranks (nccl-tests without MPI: 1)
+  int nthreads = 1;               // -t, only 1
+  int ngpus = 1;                  // -g, only 1
+  size_t minBytes = 32 << 20;     // -b
+  size_t maxBytes = 32 << 20;     // -e
+  int64_t stepFactor = 1;         // -f, multiplicative when > 1
+  size_t stepBytes = 1 << 20;     // -i, additive otherwise
+  int iters = 20;                 // -n
+  int aggIters = 1;               // -m, ops per iteration (grouped when > 1)
+  int warmup = 1;                 // -w
+  int runCycles = 1;              // -N
+  int check = 1;                  // -c, 0 = no check
+  std::vector<int> ops;           // -o, ncclRedOp_t values (default {sum})
+  std::vector<int> types;         // -d, ncclDataType_t values (default {float})
+  int root = 0;                   // -r, -1 = every root
+  int blocking = 0;               // -z 0..3
+  int average = 1;                // -a 0 rank0, 1 mean, 2 min, 3 max
+  bool cpuTime = false;           // -C
+  int timeoutSec = 0;             // -T, 0 = none
+  std::string jsonFile;           // -J
+  bool help = false;              // -h
+  bool corruptForTest = false;    // --corrupt-for-test: one wrong element (tests only)
+  std::vector<std::string> notes; // GPU-only options seen, printed as "# " lines
+};
+
+// Outcome of parsing: kOk, kUsage (exit 255: malformed or out-of-range value)
+// or kNotImplemented (exit 5, as nccl-tests for more GPUs than exist).
+enum class ParseResult { kOk, kUsage, kNotImplemented };
+
+ParseResult parsePerfOptions(int argc, char** argv, PerfOptions* o, std::string* error);
+std::string perfUsage(const char* prog);
+
+// Sizes of the sweep in bytes (not yet rounded to the collective's counts).
+std::vector<size_t> perfSizes(const PerfOptions& o);
+
+// Name tables shared with the runner.
+const char* opName(int op);     // "sum" ... "avg"
+const char* typeName(int type); // nccl-tests names: "int8" ... "f8e5m2"
+
+}  // namespace ferry::perf

@@ -1,0 +1,193 @@
+// Option parsing of the perf tools: every option, its default, and the
+// outcome for invalid values (kUsage -> exit 255, kNotImplemented -> exit 5).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tools/perf_tools/perf_data.h"
+#include "tools/perf_tools/perf_options.h"
+
+namespace ferry::perf {
+namespace {
+
+ParseResult parse(std::vector<std::string> args, PerfOptions* o, std::string* err = nullptr) {
+  args.insert(args.begin(), "all_reduce_perf");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string e;
+  ParseResult r = parsePerfOptions(static_cast<int>(args.size()), argv.data(), o, &e);
+  if (err != nullptr) *err = e;
+  return r;
+}
+
+TEST(PerfOptions, DefaultsAreNcclTests) {
+  PerfOptions o;
+  ASSERT_EQ(parse({}, &o), ParseResult::kOk);
+  EXPECT_EQ(o.nranks, 1);
+  EXPECT_EQ(o.minBytes, 32u << 20);
+  EXPECT_EQ(o.maxBytes, 32u << 20);
+  EXPECT_EQ(o.stepFactor, 1);
+  EXPECT_EQ(o.stepBytes, 1u << 20);
+  EXPECT_EQ(o.iters, 20);
+  EXPECT_EQ(o.aggIters, 1);
+  EXPECT_EQ(o.warmup, 1);
+  EXPECT_EQ(o.runCycles, 1);
+  EXPECT_EQ(o.check, 1);
+  EXPECT_EQ(o.ops, std::vector<int>{kOpSum});
+  EXPECT_EQ(o.types, std::vector<int>{7});  // float
+  EXPECT_EQ(o.root, 0);
+  EXPECT_EQ(o.blocking, 0);
+  EXPECT_EQ(o.average, 1);
+  EXPECT_FALSE(o.cpuTime);
+  EXPECT_EQ(o.timeoutSec, 0);
+  EXPECT_TRUE(o.jsonFile.empty());
+  EXPECT_FALSE(o.help);
+  EXPECT_TRUE(o.notes.empty());
+}
+
+TEST(PerfOptions, EveryOptionShortForm) {
+  PerfOptions o;
+  ASSERT_EQ(parse({"--nranks", "3", "-t", "1", "-g", "1", "-b", "8", "-e", "128M", "-i", "2K",
+                   "-f", "2", "-n", "7", "-m", "4", "-w", "3", "-N", "2", "-p", "1", "-c", "5",
+                   "-o", "max", "-d", "bfloat16", "-r", "-1", "-z", "1", "-a", "3", "-C", "1",
+                   "-T", "30", "-J", "out.json"},
+                  &o),
+            ParseResult::kOk);
+  EXPECT_EQ(o.nranks, 3);
+  EXPECT_EQ(o.minBytes, 8u);
+  EXPECT_EQ(o.maxBytes, 128u << 20);
+  EXPECT_EQ(o.stepBytes, 2048u);
+  EXPECT_EQ(o.stepFactor, 2);
+  EXPECT_EQ(o.iters, 7);
+  EXPECT_EQ(o.aggIters, 4);
+  EXPECT_EQ(o.warmup, 3);
+  EXPECT_EQ(o.runCycles, 2);
+  EXPECT_EQ(o.check, 5);
+  EXPECT_EQ(o.ops, std::vector<int>{kOpMax});
+  EXPECT_EQ(o.types, std::vector<int>{9});
+  EXPECT_EQ(o.root, -1);
+  EXPECT_EQ(o.blocking, 1);
+  EXPECT_EQ(o.average, 3);
+  EXPECT_TRUE(o.cpuTime);
+  EXPECT_EQ(o.timeoutSec, 30);
+  EXPECT_EQ(o.jsonFile, "out.json");
+}
+
+TEST(PerfOptions, LongForms) {
+  PerfOptions o;
+  ASSERT_EQ(parse({"--minbytes", "1K", "--maxbytes", "0.5M", "--stepfactor", "4", "--iters", "3",
+                   "--warmup_iters", "0", "--check", "0", "--op", "prod", "--datatype", "int64",
+                   "--root", "0", "--average", "0", "--timeout", "9", "--agg_iters", "2",
+                   "--blocking", "2", "--nthreads", "1", "--ngpus", "1"},
+                  &o),
+            ParseResult::kOk);
+  EXPECT_EQ(o.minBytes, 1024u);
+  EXPECT_EQ(o.maxBytes, 512u * 1024);
+  EXPECT_EQ(o.stepFactor, 4);
+  EXPECT_EQ(o.iters, 3);
+  EXPECT_EQ(o.warmup, 0);
+  EXPECT_EQ(o.check, 0);
+  EXPECT_EQ(o.ops, std::vector<int>{kOpProd});
+  EXPECT_EQ(o.types, std::vector<int>{4});
+  EXPECT_EQ(o.average, 0);
+  EXPECT_EQ(o.timeoutSec, 9);
+  EXPECT_EQ(o.aggIters, 2);
+  EXPECT_EQ(o.blocking, 2);
+}
+
+TEST(PerfOptions, AllTypesAndOpsInNcclOrder) {
+  PerfOptions o;
+  ASSERT_EQ(parse({"-d", "all", "-o", "all"}, &o), ParseResult::kOk);
+  EXPECT_EQ(o.types, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(o.ops, (std::vector<int>{0, 1, 2, 3, 4}));
+  const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                         "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+  for (int t = 0; t < 12; ++t) {
+    PerfOptions p;
+    ASSERT_EQ(parse({"-d", names[t]}, &p), ParseResult::kOk) << names[t];
+    EXPECT_EQ(p.types, std::vector<int>{t});
+    EXPECT_STREQ(typeName(t), names[t]);
+  }
+  const char* ops[] = {"sum", "prod", "max", "min", "avg"};
+  for (int k = 0; k < 5; ++k) {
+    PerfOptions p;
+    ASSERT_EQ(parse({"-o", ops[k]}, &p), ParseResult::kOk);
+    EXPECT_EQ(p.ops, std::vector<int>{k});
+    EXPECT_STREQ(opName(k), ops[k]);
+  }
+}
+
+TEST(PerfOptions, GpuOnlyOptionsAreNotedNotRejected) {
+  PerfOptions o;
+  ASSERT_EQ(parse({"-G", "10", "-D", "1", "-R", "2", "-y", "1", "-x", "1", "-V", "8", "-M", "1",
+                   "-u", "1", "-I", "1", "-K", "2", "-S", "1"},
+                  &o),
+            ParseResult::kOk);
+  ASSERT_EQ(o.notes.size(), 11u);
+  for (const auto& n : o.notes) EXPECT_NE(n.find("host memory"), std::string::npos) << n;
+  PerfOptions zero;
+  ASSERT_EQ(parse({"-G", "0", "-R", "0", "-y", "0"}, &zero), ParseResult::kOk);
+  EXPECT_TRUE(zero.notes.empty());
+}
+
+TEST(PerfOptions, InvalidValuesAreUsageErrors) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"-b", "x"},      {"-e", "-1"},        {"-b", "2K", "-e", "1K"}, {"-i", "0"},
+      {"-f", "x"},      {"-n", "0"},         {"-m", "0"},              {"-w", "-1"},
+      {"-c", "-1"},     {"-o", "mulsum"},    {"-d", "fp32"},           {"-r", "-2"},
+      {"-z", "4"},      {"-a", "4"},         {"-C", "2"},              {"-T", "-1"},
+      {"-G", "x"},      {"-p", "2"},         {"--nranks", "0"},        {"--nranks", "x"},
+      {"-t", "0"},      {"-g", "0"},         {"--bogus"},              {"-b"},
+      {"extra"},        {"--nranks", "2", "-r", "2"}};
+  for (const auto& args : bad) {
+    PerfOptions o;
+    std::string err;
+    EXPECT_EQ(parse(args, &o, &err), ParseResult::kUsage) << args[0];
+    EXPECT_FALSE(err.empty()) << args[0];
+  }
+}
+
+TEST(PerfOptions, UnsupportedCountsAreNotImplemented) {
+  PerfOptions o;
+  std::string err;
+  EXPECT_EQ(parse({"-g", "2"}, &o, &err), ParseResult::kNotImplemented);
+  EXPECT_NE(err.find("host memory has no GPUs"), std::string::npos);
+  EXPECT_EQ(parse({"-t", "4"}, &o, &err), ParseResult::kNotImplemented);
+  EXPECT_NE(err.find("--nranks"), std::string::npos);
+  EXPECT_EQ(parse({"-N", "0"}, &o, &err), ParseResult::kNotImplemented);
+}
+
+TEST(PerfOptions, SweepSizes) {
+  PerfOptions o;
+  ASSERT_EQ(parse({"-b", "8", "-e", "64", "-f", "2"}, &o), ParseResult::kOk);
+  EXPECT_EQ(perfSizes(o), (std::vector<size_t>{8, 16, 32, 64}));
+  PerfOptions a;
+  ASSERT_EQ(parse({"-b", "1K", "-e", "3K", "-i", "1K"}, &a), ParseResult::kOk);
+  EXPECT_EQ(perfSizes(a), (std::vector<size_t>{1024, 2048, 3072}));
+}
+
+TEST(PerfData, EncodingIsExactForEveryType) {
+  // Small integers round trip through every type, including fp8.
+  for (int t = 0; t < 12; ++t) {
+    unsigned char buf[8] = {};
+    for (uint64_t v : {0ull, 1ull, 2ull, 7ull, 8ull}) {
+      encode(v, t, buf);
+      EXPECT_EQ(decode(t, buf), static_cast<double>(v)) << typeName(t) << " " << v;
+    }
+  }
+  unsigned char h[2];
+  encode(1, 6, h);  // half 1.0 = 0x3C00
+  EXPECT_EQ(h[0] | (h[1] << 8), 0x3C00);
+  encode(1, 9, h);  // bfloat16 1.0 = 0x3F80
+  EXPECT_EQ(h[0] | (h[1] << 8), 0x3F80);
+  unsigned char b;
+  encode(1, 10, &b);  // e4m3 1.0 = 0x38
+  EXPECT_EQ(b, 0x38);
+  encode(1, 11, &b);  // e5m2 1.0 = 0x3C
+  EXPECT_EQ(b, 0x3C);
+}
+
+}  // namespace
+}  // namespace ferry::perf

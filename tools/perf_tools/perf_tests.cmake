@@ -1,0 +1,48 @@
+# End-to-end runs of every binary through libferry: a short sweep with
+# checking on must exit 0 and print "# Out of bounds values : 0 OK"
+# (run_check.cmake checks both).
+function(perf_test name bin)
+  list(JOIN ARGN " " args)
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -DPERF_BIN=$<TARGET_FILE:${bin}>
+    "-DPERF_ARGS=${args}" -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+  set_property(GLOBAL APPEND PROPERTY FERRY_PERF_TESTS ${name})
+endfunction()
+
+set(_perf_quick -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 -T 60)
+foreach(coll IN LISTS FERRY_PERF_COLLS)
+  perf_test(perf_${coll}_2ranks ${coll}_perf --nranks 2 ${_perf_quick})
+endforeach()
+# Three ranks (odd counts), every root, and every datatype and op where the
+# collective reduces: exact checks for all 12 types x 5 ops.
+perf_test(perf_all_reduce_3ranks_all_types_ops all_reduce_perf
+  --nranks 3 -b 8 -e 4K -f 16 -n 1 -w 0 -d all -o all -T 60)
+perf_test(perf_reduce_scatter_3ranks_all_types_ops reduce_scatter_perf
+  --nranks 3 -b 48 -e 6K -f 16 -n 1 -w 0 -d all -o all -T 60)
+perf_test(perf_reduce_3ranks_all_roots_types reduce_perf
+  --nranks 3 -b 8 -e 1K -f 8 -n 1 -w 0 -d all -o all -r -1 -T 60)
+perf_test(perf_broadcast_3ranks_all_roots broadcast_perf
+  --nranks 3 -b 8 -e 64K -f 8 -n 2 -w 1 -r -1 -d all -T 60)
+perf_test(perf_gather_3ranks_all_roots gather_perf
+  --nranks 3 -b 48 -e 48K -f 8 -n 2 -w 1 -r -1 -T 60)
+perf_test(perf_scatter_3ranks_all_roots scatter_perf
+  --nranks 3 -b 48 -e 48K -f 8 -n 2 -w 1 -r -1 -T 60)
+perf_test(perf_all_gather_3ranks all_gather_perf
+  --nranks 3 -b 48 -e 48K -f 8 -n 2 -w 1 -d all -T 60)
+perf_test(perf_alltoall_3ranks alltoall_perf
+  --nranks 3 -b 48 -e 48K -f 8 -n 2 -w 1 -d all -T 60)
+perf_test(perf_sendrecv_3ranks sendrecv_perf
+  --nranks 3 -b 8 -e 64K -f 8 -n 2 -w 1 -d all -T 60)
+# Options that change the loop: aggregated ops, blocking, averaging modes,
+# additive steps and repeated cycles.
+perf_test(perf_all_reduce_agg_blocking all_reduce_perf
+  --nranks 2 -b 1K -e 3K -i 1K -m 3 -z 1 -a 3 -N 2 -n 2 -T 60)
+# Exit codes as nccl-tests, checked exactly by a script: a corrupted element
+# gives 7 and a FAILED footer; a bad value 255; more GPUs or threads than
+# host memory offers 5; -h 0.
+foreach(coll all_reduce gather)
+  add_test(NAME perf_${coll}_exit_codes COMMAND ${CMAKE_COMMAND}
+    -DPERF_BIN=$<TARGET_FILE:${coll}_perf> -P ${CMAKE_CURRENT_SOURCE_DIR}/exit_codes.cmake)
+  set_property(GLOBAL APPEND PROPERTY FERRY_PERF_TESTS perf_${coll}_exit_codes)
+endforeach()
+get_property(_perf_tests GLOBAL PROPERTY FERRY_PERF_TESTS)
+set_tests_properties(${_perf_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools")
