@@ -18,7 +18,31 @@ const CollInfo kColls[] = {
     {Coll::kGather, "gather_perf", false, true, true},
     {Coll::kScatter, "scatter_perf", false, true, true},
     {Coll::kSendRecv, "sendrecv_perf", false, false, false},
+    {Coll::kHypercube, "hypercube_perf", false, false, true},
 };
+
+// AllGather by recursive exchange: at step m a rank holds the m blocks of
+// its aligned group and swaps them with partner rank^m. Needs n = 2^k.
+ncclResult_t hypercube(const void* send, void* recv, size_t count, ncclDataType_t dt,
+                       ncclComm_t comm, int rank, int n, size_t elt) {
+  auto* base = static_cast<unsigned char*>(recv);
+  unsigned char* mine = base + count * static_cast<size_t>(rank) * elt;
+  if (send != mine && count > 0) std::memcpy(mine, send, count * elt);
+  for (int m = 1; m < n; m <<= 1) {
+    int partner = rank ^ m;
+    size_t have = static_cast<size_t>(rank & ~(m - 1)) * count * elt;
+    size_t get = static_cast<size_t>(partner & ~(m - 1)) * count * elt;
+    size_t blocks = count * static_cast<size_t>(m);
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) return r;
+    ncclResult_t s = ncclSend(base + have, blocks, dt, partner, comm, nullptr);
+    ncclResult_t v = ncclRecv(base + get, blocks, dt, partner, comm, nullptr);
+    r = ncclGroupEnd();
+    if (r == ncclSuccess) r = s != ncclSuccess ? s : v;
+    if (r != ncclSuccess) return r;
+  }
+  return ncclSuccess;
+}
 
 }  // namespace
 
@@ -39,6 +63,7 @@ size_t sizeColumn(const CollInfo& c, size_t count, size_t elt, int n) {
 }
 
 double algBytes(const CollInfo& c, size_t count, size_t elt, int n) {
+  if (c.coll == Coll::kHypercube) return static_cast<double>(count * elt) * (n - 1);
   return static_cast<double>(sizeColumn(c, count, elt, n));
 }
 
@@ -47,7 +72,8 @@ double busFactor(const CollInfo& c, int n) {
     case Coll::kAllReduce: return 2.0 * (n - 1) / n;
     case Coll::kBroadcast:
     case Coll::kReduce:
-    case Coll::kSendRecv: return 1.0;
+    case Coll::kSendRecv:
+    case Coll::kHypercube: return 1.0;
     default: return static_cast<double>(n - 1) / n;
   }
 }
@@ -59,7 +85,8 @@ Layout layoutFor(const CollInfo& c, size_t count, int n, int rank) {
     case Coll::kReduceScatter: return {all, count, 0, mine};
     case Coll::kScatter: return {all, count, 0, mine};
     case Coll::kAllGather: return {count, all, mine, 0};
-    case Coll::kGather: return {count, all, mine, 0};
+    case Coll::kGather:
+    case Coll::kHypercube: return {count, all, mine, 0};
     case Coll::kAlltoAll: return {all, all, 0, 0};
     default: return {count, count, 0, 0};
   }
@@ -86,6 +113,7 @@ ncclResult_t runColl(const CollInfo& c, const void* send, void* recv, size_t cou
       r = ncclGroupEnd();
       return s != ncclSuccess ? s : v != ncclSuccess ? v : r;
     }
+    case Coll::kHypercube: return hypercube(send, recv, count, dt, comm, rank, n, typeSize(type));
   }
   return ncclInvalidArgument;
 }
@@ -115,7 +143,8 @@ int64_t countWrong(const CollInfo& c, const void* recv, size_t count, int type, 
         break;
       case Coll::kBroadcast: srcRank = root; break;
       case Coll::kAllGather:
-      case Coll::kGather: srcRank = static_cast<int>(k / count); srcIdx = k % count; break;
+      case Coll::kGather:
+      case Coll::kHypercube: srcRank = static_cast<int>(k / count); srcIdx = k % count; break;
       case Coll::kAlltoAll:
         srcRank = static_cast<int>(k / count);
         srcIdx = count * static_cast<size_t>(rank) + k % count;

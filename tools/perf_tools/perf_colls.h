@@ -12,7 +12,7 @@ namespace ferry::perf {
 
 enum class Coll {
   kAllReduce, kAllGather, kBroadcast, kReduce, kReduceScatter, kAlltoAll, kGather, kScatter,
-  kSendRecv
+  kSendRecv, kHypercube
 };
 
 struct CollInfo {

@@ -194,7 +194,7 @@ int sweep(Rank& rk, Report* report) {
             if (!rk.measure(k, count, type, op, root, true, &ip)) return bench::kExitLibrary;
             if (report == nullptr) continue;
             report->row(sizeColumn(c, count, elt, rk.n()), count, typeName(type),
-                        c.reduces ? opName(op) : "none", c.rooted ? root : -1, oop, ip);
+                        c.reduces ? opName(op) : c.coll == Coll::kHypercube ? "" : "none", c.rooted ? root : -1, oop, ip);
           }
         }
       }
@@ -257,6 +257,10 @@ int perfMain(const char* coll, int argc, char** argv) {
   PerfOptions o;
   std::string error;
   ParseResult pr = parsePerfOptions(argc, argv, &o, &error);
+  if (pr == ParseResult::kOk && c->coll == Coll::kHypercube && (o.nranks & (o.nranks - 1)) != 0) {
+    error = "hypercube needs a power-of-two rank count, not --nranks " + std::to_string(o.nranks);
+    pr = ParseResult::kNotImplemented;
+  }
   if (pr != ParseResult::kOk) {
     std::fprintf(stderr, "%s: %s\n", argv[0], error.c_str());
     if (pr == ParseResult::kNotImplemented) return 5;

@@ -32,6 +32,8 @@ perf_test(perf_alltoall_3ranks alltoall_perf
   --nranks 3 -b 48 -e 48K -f 8 -n 2 -w 1 -d all -T 60)
 perf_test(perf_sendrecv_3ranks sendrecv_perf
   --nranks 3 -b 8 -e 64K -f 8 -n 2 -w 1 -d all -T 60)
+perf_test(perf_hypercube_4ranks hypercube_perf
+  --nranks 4 -b 64 -e 64K -f 8 -n 2 -w 1 -d all -T 60)
 # Options that change the loop: aggregated ops, blocking, averaging modes,
 # additive steps and repeated cycles.
 perf_test(perf_all_reduce_agg_blocking all_reduce_perf
