@@ -36,6 +36,7 @@ int lookup(const char* const* names, int n, const std::string& s) {
 
 constexpr int kOptNranks = 1000;
 constexpr int kOptCorrupt = 1001;
+constexpr int kOptCsv = 1002;
 
 const option kLong[] = {
     {"nthreads", required_argument, nullptr, 't'},
@@ -72,6 +73,7 @@ const option kLong[] = {
     {"help", no_argument, nullptr, 'h'},
     {"nranks", required_argument, nullptr, kOptNranks},
     {"corrupt-for-test", no_argument, nullptr, kOptCorrupt},
+    {"csv", required_argument, nullptr, kOptCsv},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -178,6 +180,10 @@ bool Parser::apply(int c, const char* arg) {
     case 'K': return gpuOnly(c, arg, "per-iteration timing");
     case 'h': o->help = true; return true;
     case kOptCorrupt: o->corruptForTest = true; return true;
+    case kOptCsv:
+      if (*arg == '\0') return bad("--csv needs a file name");
+      o->csvFile = arg;
+      return true;
     default: return bad("unknown option (see -h)");
   }
 }
@@ -242,7 +248,8 @@ std::string perfUsage(const char* prog) {
     << "  -a,--average 0..3     time over ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 1)\n"
     << "  -C,--report_cputime 0/1  host enqueue time (equals completion time on host memory)\n"
     << "  -T,--timeout S        abort after S seconds, exit 4 (default 0: none)\n"
-    << "  -J,--output_file F    JSON results (not implemented yet)\n"
+    << "  -J,--output_file F    JSON results when F ends in .json (nccl-tests format 3)\n"
+    << "  --csv F               the rows as CSV in file F\n"
     << "  -G -y -R -x -D -V -M -u -I -K -S  GPU-only or not implemented: accepted, noted, ignored\n"
     << "  -h,--help\n";
   return s.str();

@@ -31,7 +31,8 @@ struct PerfOptions {
   int average = 1;                // -a 0 rank0, 1 mean, 2 min, 3 max
   bool cpuTime = false;           // -C
   int timeoutSec = 0;             // -T, 0 = none
-  std::string jsonFile;           // -J
+  std::string jsonFile;           // -J, written when it ends in ".json" (as nccl-tests)
+  std::string csvFile;            // --csv: the rows as CSV
   bool help = false;              // -h
   bool corruptForTest = false;    // --corrupt-for-test: one wrong element (tests only)
   std::vector<std::string> notes; // GPU-only options seen, printed as "# " lines

@@ -75,6 +75,20 @@ TEST(PerfOptions, EveryOptionShortForm) {
   EXPECT_EQ(o.jsonFile, "out.json");
 }
 
+TEST(PerfOptions, CsvAndCorruptLongOnly) {
+  PerfOptions o;
+  ASSERT_EQ(parse({"--csv", "rows.csv", "--corrupt-for-test", "--output_file", "r.json"}, &o),
+            ParseResult::kOk);
+  EXPECT_EQ(o.csvFile, "rows.csv");
+  EXPECT_EQ(o.jsonFile, "r.json");
+  EXPECT_TRUE(o.corruptForTest);
+  PerfOptions e;
+  EXPECT_EQ(parse({"--csv", ""}, &e), ParseResult::kUsage);
+  PerfOptions h;
+  ASSERT_EQ(parse({"-h"}, &h), ParseResult::kOk);
+  EXPECT_TRUE(h.help);
+}
+
 TEST(PerfOptions, LongForms) {
   PerfOptions o;
   ASSERT_EQ(parse({"--minbytes", "1K", "--maxbytes", "0.5M", "--stepfactor", "4", "--iters", "3",

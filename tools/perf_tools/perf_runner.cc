@@ -16,6 +16,7 @@
 #include "tools/perf_tools/perf_colls.h"
 #include "tools/perf_tools/perf_data.h"
 #include "tools/perf_tools/perf_options.h"
+#include "tools/perf_tools/perf_output.h"
 
 namespace ferry::perf {
 namespace {
@@ -134,6 +135,10 @@ struct Rank {
   }
 };
 
+bool endsWithJson(const std::string& f) {
+  return f.size() >= 5 && f.compare(f.size() - 5, 5, ".json") == 0;
+}
+
 void printHeader(const PerfOptions& o, const CollInfo& c, RankContext& ctx) {
   int version = 0;
   ncclGetVersion(&version);
@@ -151,7 +156,10 @@ void printHeader(const PerfOptions& o, const CollInfo& c, RankContext& ctx) {
   if (o.blocking != 0) std::printf("# Blocking Enabled: wait for completion and barrier after each collective\n");
   if (o.cpuTime) std::printf("# Reporting cputime: on host memory it equals the completion time\n");
   for (const std::string& note : o.notes) std::printf("# Note: %s\n", note.c_str());
-  if (!o.jsonFile.empty()) std::printf("# Note: -J %s: JSON output is not implemented yet\n", o.jsonFile.c_str());
+  if (!o.jsonFile.empty() && !endsWithJson(o.jsonFile)) {
+    std::printf("# Note: -J %s: no .json suffix, so no JSON is written (as nccl-tests)\n",
+                o.jsonFile.c_str());
+  }
   std::printf("#\n# Using devices\n");
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
@@ -169,7 +177,7 @@ void* allocTouched(size_t bytes) {
   return p;
 }
 
-int sweep(Rank& rk, Report* report) {
+int sweep(Rank& rk, Report* report, RunRecord* run) {
   const PerfOptions& o = rk.o;
   const CollInfo& c = rk.c;
   std::vector<size_t> sizes = perfSizes(o);
@@ -193,8 +201,12 @@ int sweep(Rank& rk, Report* report) {
             if (!rk.measure(k, count, type, op, root, false, &oop)) return bench::kExitLibrary;
             if (!rk.measure(k, count, type, op, root, true, &ip)) return bench::kExitLibrary;
             if (report == nullptr) continue;
-            report->row(sizeColumn(c, count, elt, rk.n()), count, typeName(type),
-                        c.reduces ? opName(op) : c.coll == Coll::kHypercube ? "" : "none", c.rooted ? root : -1, oop, ip);
+            RowRecord row{sizeColumn(c, count, elt, rk.n()), count, typeName(type),
+                          c.reduces ? opName(op) : c.coll == Coll::kHypercube ? "" : "none",
+                          c.rooted ? root : -1, oop, ip};
+            report->row(row.size, row.count, row.type.c_str(), row.redop.c_str(), row.root, oop,
+                        ip);
+            run->rows.push_back(row);
           }
         }
       }
@@ -203,7 +215,23 @@ int sweep(Rank& rk, Report* report) {
   return bench::kExitOk;
 }
 
-int rankMain(RankContext& ctx, const PerfOptions& o, const CollInfo& c) {
+// Rank 0, after the footer: the -J and --csv files. False if one failed.
+bool writeFiles(const PerfOptions& o, RunRecord& run, const Report& report, RankContext& ctx) {
+  run.outOfBounds = report.outOfBounds();
+  run.avgBusBw = report.avgBusBw();
+  run.endTime = nowUtc();
+  ncclGetVersion(&run.ncclVersion);
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  run.hostname = host;
+  for (int r = 0; r < ctx.nranks(); ++r) run.pids.push_back(ctx.slot(r).pid.load());
+  bool ok = true;
+  if (endsWithJson(o.jsonFile)) ok = !writeExclusive(o.jsonFile, toJson(o, run)).empty();
+  if (!o.csvFile.empty()) ok = !writeExclusive(o.csvFile, toCsv(run)).empty() && ok;
+  return ok;
+}
+
+int rankMain(RankContext& ctx, const PerfOptions& o, const CollInfo& c, RunRecord& run) {
   const int rank = ctx.rank();
   ncclUniqueId id;
   if (rank == 0) {
@@ -229,13 +257,14 @@ int rankMain(RankContext& ctx, const PerfOptions& o, const CollInfo& c) {
     code = bench::kExitInternal;
   } else {
     Rank rk{o, c, ctx, comm, send, recv};
-    code = sweep(rk, rank == 0 ? &report : nullptr);
+    code = sweep(rk, rank == 0 ? &report : nullptr, &run);
   }
   std::free(send);
   std::free(recv);
   if (code == bench::kExitOk && rank == 0) {
     report.footer();
     std::printf("\n");
+    if (!writeFiles(o, run, report, ctx)) code = bench::kExitInternal;
     if (report.outOfBounds() > 0) code = bench::kExitWrong;
   }
   if (code == bench::kExitLibrary || code == bench::kExitInternal) {
@@ -271,8 +300,11 @@ int perfMain(const char* coll, int argc, char** argv) {
     std::fputs(perfUsage(argv[0]).c_str(), stdout);
     return bench::kExitOk;
   }
+  RunRecord run;
+  run.args.assign(argv, argv + argc);
+  run.startTime = nowUtc();
   return bench::forkLaunch(o.nranks, o.timeoutSec,
-                           [&o, c](RankContext& ctx) { return rankMain(ctx, o, *c); });
+                           [&o, c, &run](RankContext& ctx) { return rankMain(ctx, o, *c, run); });
 }
 
 }  // namespace ferry::perf

@@ -48,3 +48,7 @@ foreach(coll all_reduce gather)
 endforeach()
 get_property(_perf_tests GLOBAL PROPERTY FERRY_PERF_TESTS)
 set_tests_properties(${_perf_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools")
+add_test(NAME perf_json_csv_golden COMMAND ${CMAKE_COMMAND}
+  -DPERF_BIN=$<TARGET_FILE:all_reduce_perf> -DWORK=${CMAKE_CURRENT_BINARY_DIR}/json_csv_work
+  -P ${CMAKE_CURRENT_SOURCE_DIR}/json_csv_check.cmake)
+set_tests_properties(perf_json_csv_golden PROPERTIES TIMEOUT 120 LABELS "perf_tools")
