@@ -69,12 +69,15 @@ double algBytes(const CollInfo& c, size_t count, size_t elt, int n) {
 
 double busFactor(const CollInfo& c, int n) {
   switch (c.coll) {
-    case Coll::kAllReduce: return 2.0 * (n - 1) / n;
+    case Coll::kAllReduce:
+      return 2.0 * (n - 1) / n;
     case Coll::kBroadcast:
     case Coll::kReduce:
     case Coll::kSendRecv:
-    case Coll::kHypercube: return 1.0;
-    default: return static_cast<double>(n - 1) / n;
+    case Coll::kHypercube:
+      return 1.0;
+    default:
+      return static_cast<double>(n - 1) / n;
   }
 }
 
@@ -82,13 +85,19 @@ Layout layoutFor(const CollInfo& c, size_t count, int n, int rank) {
   size_t all = count * static_cast<size_t>(n);
   size_t mine = count * static_cast<size_t>(rank);
   switch (c.coll) {
-    case Coll::kReduceScatter: return {all, count, 0, mine};
-    case Coll::kScatter: return {all, count, 0, mine};
-    case Coll::kAllGather: return {count, all, mine, 0};
+    case Coll::kReduceScatter:
+      return {all, count, 0, mine};
+    case Coll::kScatter:
+      return {all, count, 0, mine};
+    case Coll::kAllGather:
+      return {count, all, mine, 0};
     case Coll::kGather:
-    case Coll::kHypercube: return {count, all, mine, 0};
-    case Coll::kAlltoAll: return {all, all, 0, 0};
-    default: return {count, count, 0, 0};
+    case Coll::kHypercube:
+      return {count, all, mine, 0};
+    case Coll::kAlltoAll:
+      return {all, all, 0, 0};
+    default:
+      return {count, count, 0, 0};
   }
 }
 
@@ -97,14 +106,22 @@ ncclResult_t runColl(const CollInfo& c, const void* send, void* recv, size_t cou
   auto dt = static_cast<ncclDataType_t>(type);
   auto rop = static_cast<ncclRedOp_t>(op);
   switch (c.coll) {
-    case Coll::kAllReduce: return ncclAllReduce(send, recv, count, dt, rop, comm, nullptr);
-    case Coll::kAllGather: return ncclAllGather(send, recv, count, dt, comm, nullptr);
-    case Coll::kBroadcast: return ncclBroadcast(send, recv, count, dt, root, comm, nullptr);
-    case Coll::kReduce: return ncclReduce(send, recv, count, dt, rop, root, comm, nullptr);
-    case Coll::kReduceScatter: return ncclReduceScatter(send, recv, count, dt, rop, comm, nullptr);
-    case Coll::kAlltoAll: return ncclAlltoAll(send, recv, count, dt, comm, nullptr);
-    case Coll::kGather: return ncclGather(send, recv, count, dt, root, comm, nullptr);
-    case Coll::kScatter: return ncclScatter(send, recv, count, dt, root, comm, nullptr);
+    case Coll::kAllReduce:
+      return ncclAllReduce(send, recv, count, dt, rop, comm, nullptr);
+    case Coll::kAllGather:
+      return ncclAllGather(send, recv, count, dt, comm, nullptr);
+    case Coll::kBroadcast:
+      return ncclBroadcast(send, recv, count, dt, root, comm, nullptr);
+    case Coll::kReduce:
+      return ncclReduce(send, recv, count, dt, rop, root, comm, nullptr);
+    case Coll::kReduceScatter:
+      return ncclReduceScatter(send, recv, count, dt, rop, comm, nullptr);
+    case Coll::kAlltoAll:
+      return ncclAlltoAll(send, recv, count, dt, comm, nullptr);
+    case Coll::kGather:
+      return ncclGather(send, recv, count, dt, root, comm, nullptr);
+    case Coll::kScatter:
+      return ncclScatter(send, recv, count, dt, root, comm, nullptr);
     case Coll::kSendRecv: {
       ncclResult_t r = ncclGroupStart();
       if (r != ncclSuccess) return r;
@@ -113,7 +130,8 @@ ncclResult_t runColl(const CollInfo& c, const void* send, void* recv, size_t cou
       r = ncclGroupEnd();
       return s != ncclSuccess ? s : v != ncclSuccess ? v : r;
     }
-    case Coll::kHypercube: return hypercube(send, recv, count, dt, comm, rank, n, typeSize(type));
+    case Coll::kHypercube:
+      return hypercube(send, recv, count, dt, comm, rank, n, typeSize(type));
   }
   return ncclInvalidArgument;
 }
@@ -137,20 +155,32 @@ int64_t countWrong(const CollInfo& c, const void* recv, size_t count, int type, 
     size_t srcIdx = k;
     switch (c.coll) {
       case Coll::kAllReduce:
-      case Coll::kReduce: expectedReduce(seed, type, op, n, k, exp); break;
+      case Coll::kReduce:
+        expectedReduce(seed, type, op, n, k, exp);
+        break;
       case Coll::kReduceScatter:
         expectedReduce(seed, type, op, n, count * static_cast<size_t>(rank) + k, exp);
         break;
-      case Coll::kBroadcast: srcRank = root; break;
+      case Coll::kBroadcast:
+        srcRank = root;
+        break;
       case Coll::kAllGather:
       case Coll::kGather:
-      case Coll::kHypercube: srcRank = static_cast<int>(k / count); srcIdx = k % count; break;
+      case Coll::kHypercube:
+        srcRank = static_cast<int>(k / count);
+        srcIdx = k % count;
+        break;
       case Coll::kAlltoAll:
         srcRank = static_cast<int>(k / count);
         srcIdx = count * static_cast<size_t>(rank) + k % count;
         break;
-      case Coll::kScatter: srcRank = root; srcIdx = count * static_cast<size_t>(rank) + k; break;
-      case Coll::kSendRecv: srcRank = (rank + n - 1) % n; break;
+      case Coll::kScatter:
+        srcRank = root;
+        srcIdx = count * static_cast<size_t>(rank) + k;
+        break;
+      case Coll::kSendRecv:
+        srcRank = (rank + n - 1) % n;
+        break;
     }
     if (!c.reduces) encode(inputValue(seed, type, dataOp, n, srcRank, srcIdx), type, exp);
     if (!matches(type, dataOp, n, got + k * elt, exp, seed, k)) ++wrong;

@@ -11,8 +11,16 @@
 namespace ferry::perf {
 
 enum class Coll {
-  kAllReduce, kAllGather, kBroadcast, kReduce, kReduceScatter, kAlltoAll, kGather, kScatter,
-  kSendRecv, kHypercube
+  kAllReduce,
+  kAllGather,
+  kBroadcast,
+  kReduce,
+  kReduceScatter,
+  kAlltoAll,
+  kGather,
+  kScatter,
+  kSendRecv,
+  kHypercube
 };
 
 struct CollInfo {

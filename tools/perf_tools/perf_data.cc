@@ -133,10 +133,18 @@ void expectedReduce(uint64_t seed, int type, int op, int nranks, size_t i, void*
   for (int r = 1; r < nranks; ++r) {
     uint64_t v = inputValue(seed, type, op, nranks, r, i);
     switch (op) {
-      case kOpProd: acc *= v; break;
-      case kOpMax: acc = v > acc ? v : acc; break;
-      case kOpMin: acc = v < acc ? v : acc; break;
-      default: acc += v; break;
+      case kOpProd:
+        acc *= v;
+        break;
+      case kOpMax:
+        acc = v > acc ? v : acc;
+        break;
+      case kOpMin:
+        acc = v < acc ? v : acc;
+        break;
+      default:
+        acc += v;
+        break;
     }
   }
   // Integers divide exactly by truncation; floating avg is checked by matches().

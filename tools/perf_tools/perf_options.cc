@@ -13,8 +13,8 @@ namespace {
 
 // ncclRedOp_t / ncclDataType_t order.
 const char* const kOpNames[] = {"sum", "prod", "max", "min", "avg"};
-const char* const kTypeNames[] = {"int8",   "uint8", "int32", "uint32",   "int64",  "uint64",
-                                  "half",   "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+const char* const kTypeNames[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
+                                  "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
 constexpr int kNumOps = 5;
 constexpr int kNumTypes = 12;
 
@@ -90,8 +90,8 @@ struct Parser {
   bool integer(int c, const char* arg, int64_t lo, int64_t hi, int64_t* v) {
     if (parseInt(arg, lo, hi, v)) return true;
     std::ostringstream s;
-    s << "invalid value '" << arg << "' for -" << static_cast<char>(c) << " (" << lo << ".."
-      << hi << ")";
+    s << "invalid value '" << arg << "' for -" << static_cast<char>(c) << " (" << lo << ".." << hi
+      << ")";
     return bad(s.str());
   }
   // A GPU-only option: validated as an integer, then only noted when set.
@@ -112,8 +112,8 @@ struct Parser {
     }
     int i = lookup(table, n, arg);
     if (i < 0) {
-      std::string msg = std::string("invalid value '") + arg + "' for -" +
-                        static_cast<char>(c) + " (one of";
+      std::string msg =
+          std::string("invalid value '") + arg + "' for -" + static_cast<char>(c) + " (one of";
       for (int k = 0; k < n; ++k) msg += std::string(" ") + table[k];
       return bad(msg + " all)");
     }
@@ -127,64 +127,127 @@ bool Parser::apply(int c, const char* arg) {
   int64_t v = 0;
   switch (c) {
     case kOptNranks:
-      if (!integer(c, arg, 1, 1024, &v)) return bad(std::string("invalid --nranks '") + arg + "' (1..1024)");
+      if (!integer(c, arg, 1, 1024, &v))
+        return bad(std::string("invalid --nranks '") + arg + "' (1..1024)");
       o->nranks = static_cast<int>(v);
       return true;
     case 't':
       if (!integer(c, arg, 1, 1024, &v)) return false;
-      if (v != 1) return bad("-t " + std::string(arg) + ": only 1 thread per process is supported; use --nranks N to run N ranks", ParseResult::kNotImplemented);
+      if (v != 1)
+        return bad("-t " + std::string(arg) +
+                       ": only 1 thread per process is supported; use --nranks N to run N ranks",
+                   ParseResult::kNotImplemented);
       return true;
     case 'g':
       if (!integer(c, arg, 1, 1024, &v)) return false;
-      if (v != 1) return bad("-g " + std::string(arg) + ": host memory has no GPUs, only -g 1 is supported; use --nranks N to run N ranks", ParseResult::kNotImplemented);
+      if (v != 1)
+        return bad(
+            "-g " + std::string(arg) +
+                ": host memory has no GPUs, only -g 1 is supported; use --nranks N to run N ranks",
+            ParseResult::kNotImplemented);
       return true;
     case 'b':
     case 'e': {
       size_t bytes = 0;
-      if (!bench::parseSize(arg, &bytes)) return bad(std::string("invalid size '") + arg + "' for -" + static_cast<char>(c));
+      if (!bench::parseSize(arg, &bytes))
+        return bad(std::string("invalid size '") + arg + "' for -" + static_cast<char>(c));
       (c == 'b' ? o->minBytes : o->maxBytes) = bytes;
       return true;
     }
     case 'i':
-      if (!bench::parseSize(arg, &o->stepBytes) || o->stepBytes == 0) return bad(std::string("invalid step '") + arg + "' for -i");
+      if (!bench::parseSize(arg, &o->stepBytes) || o->stepBytes == 0)
+        return bad(std::string("invalid step '") + arg + "' for -i");
       return true;
-    case 'f': if (!integer(c, arg, 0, 1 << 20, &v)) return false; o->stepFactor = v; return true;
-    case 'n': if (!integer(c, arg, 1, 1 << 30, &v)) return false; o->iters = static_cast<int>(v); return true;
-    case 'm': if (!integer(c, arg, 1, 1024, &v)) return false; o->aggIters = static_cast<int>(v); return true;
-    case 'w': if (!integer(c, arg, 0, 1 << 30, &v)) return false; o->warmup = static_cast<int>(v); return true;
+    case 'f':
+      if (!integer(c, arg, 0, 1 << 20, &v)) return false;
+      o->stepFactor = v;
+      return true;
+    case 'n':
+      if (!integer(c, arg, 1, 1 << 30, &v)) return false;
+      o->iters = static_cast<int>(v);
+      return true;
+    case 'm':
+      if (!integer(c, arg, 1, 1024, &v)) return false;
+      o->aggIters = static_cast<int>(v);
+      return true;
+    case 'w':
+      if (!integer(c, arg, 0, 1 << 30, &v)) return false;
+      o->warmup = static_cast<int>(v);
+      return true;
     case 'N':
       if (!integer(c, arg, 0, 1 << 20, &v)) return false;
-      if (v == 0) return bad("-N 0 (run forever) is not supported; give a cycle count", ParseResult::kNotImplemented);
+      if (v == 0)
+        return bad("-N 0 (run forever) is not supported; give a cycle count",
+                   ParseResult::kNotImplemented);
       o->runCycles = static_cast<int>(v);
       return true;
-    case 'p': return integer(c, arg, 0, 1, &v);  // one init per process anyway
-    case 'c': if (!integer(c, arg, 0, 1 << 20, &v)) return false; o->check = static_cast<int>(v); return true;
-    case 'o': return names(c, arg, kOpNames, kNumOps, &o->ops);
-    case 'd': return names(c, arg, kTypeNames, kNumTypes, &o->types);
-    case 'r': if (!integer(c, arg, -1, 1023, &v)) return false; o->root = static_cast<int>(v); return true;
-    case 'z': if (!integer(c, arg, 0, 3, &v)) return false; o->blocking = static_cast<int>(v); return true;
-    case 'a': if (!integer(c, arg, 0, 3, &v)) return false; o->average = static_cast<int>(v); return true;
-    case 'C': if (!integer(c, arg, 0, 1, &v)) return false; o->cpuTime = v != 0; return true;
-    case 'T': if (!integer(c, arg, 0, 1 << 24, &v)) return false; o->timeoutSec = static_cast<int>(v); return true;
-    case 'J': o->jsonFile = arg; return true;
-    case 'y': return gpuOnly(c, arg, "the default CUDA stream");
-    case 'G': return gpuOnly(c, arg, "CUDA graph capture");
-    case 'R': return gpuOnly(c, arg, "buffer registration");
-    case 'x': return gpuOnly(c, arg, "the CTA policy");
-    case 'D': return gpuOnly(c, arg, "device-API kernels");
-    case 'V': return gpuOnly(c, arg, "the device kernel CTA count");
-    case 'M': return gpuOnly(c, arg, "the GPU memory report");
-    case 'S': return gpuOnly(c, arg, "row timestamps are not implemented");
-    case 'u': return gpuOnly(c, arg, "unaligned buffers are not implemented");
-    case 'I': return gpuOnly(c, arg, "per-iteration CUDA-event timing");
-    case 'K': return gpuOnly(c, arg, "per-iteration timing");
-    case 'h': o->help = true; return true;
-    case kOptCorrupt: o->corruptForTest = true; return true;
+    case 'p':
+      return integer(c, arg, 0, 1, &v);  // one init per process anyway
+    case 'c':
+      if (!integer(c, arg, 0, 1 << 20, &v)) return false;
+      o->check = static_cast<int>(v);
+      return true;
+    case 'o':
+      return names(c, arg, kOpNames, kNumOps, &o->ops);
+    case 'd':
+      return names(c, arg, kTypeNames, kNumTypes, &o->types);
+    case 'r':
+      if (!integer(c, arg, -1, 1023, &v)) return false;
+      o->root = static_cast<int>(v);
+      return true;
+    case 'z':
+      if (!integer(c, arg, 0, 3, &v)) return false;
+      o->blocking = static_cast<int>(v);
+      return true;
+    case 'a':
+      if (!integer(c, arg, 0, 3, &v)) return false;
+      o->average = static_cast<int>(v);
+      return true;
+    case 'C':
+      if (!integer(c, arg, 0, 1, &v)) return false;
+      o->cpuTime = v != 0;
+      return true;
+    case 'T':
+      if (!integer(c, arg, 0, 1 << 24, &v)) return false;
+      o->timeoutSec = static_cast<int>(v);
+      return true;
+    case 'J':
+      o->jsonFile = arg;
+      return true;
+    case 'y':
+      return gpuOnly(c, arg, "the default CUDA stream");
+    case 'G':
+      return gpuOnly(c, arg, "CUDA graph capture");
+    case 'R':
+      return gpuOnly(c, arg, "buffer registration");
+    case 'x':
+      return gpuOnly(c, arg, "the CTA policy");
+    case 'D':
+      return gpuOnly(c, arg, "device-API kernels");
+    case 'V':
+      return gpuOnly(c, arg, "the device kernel CTA count");
+    case 'M':
+      return gpuOnly(c, arg, "the GPU memory report");
+    case 'S':
+      return gpuOnly(c, arg, "row timestamps are not implemented");
+    case 'u':
+      return gpuOnly(c, arg, "unaligned buffers are not implemented");
+    case 'I':
+      return gpuOnly(c, arg, "per-iteration CUDA-event timing");
+    case 'K':
+      return gpuOnly(c, arg, "per-iteration timing");
+    case 'h':
+      o->help = true;
+      return true;
+    case kOptCorrupt:
+      o->corruptForTest = true;
+      return true;
     case kOptCsv:
       if (*arg == '\0') return bad("--csv needs a file name");
       o->csvFile = arg;
       return true;
-    default: return bad("unknown option (see -h)");
+    default:
+      return bad("unknown option (see -h)");
   }
 }
 
@@ -200,13 +263,17 @@ ParseResult parsePerfOptions(int argc, char** argv, PerfOptions* o, std::string*
   const char* shortOpts = ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:R:x:D:V:J:S:M:u:I:K:h";
   int c;
   while ((c = getopt_long(argc, argv, shortOpts, kLong, nullptr)) != -1) {
-    if (c == ':') return p.bad(std::string("option ") + argv[optind - 1] + " needs a value"), p.result;
+    if (c == ':')
+      return p.bad(std::string("option ") + argv[optind - 1] + " needs a value"), p.result;
     if (c == '?') return p.bad(std::string("unknown option ") + argv[optind - 1]), p.result;
     if (!p.apply(c, optarg)) return p.result;
   }
-  if (optind < argc) return p.bad(std::string("unexpected argument '") + argv[optind] + "'"), p.result;
-  if (o->minBytes > o->maxBytes) return p.bad("minbytes (-b) is larger than maxbytes (-e)"), p.result;
-  if (o->root >= o->nranks) return p.bad("root (-r) must be below the rank count (--nranks)"), p.result;
+  if (optind < argc)
+    return p.bad(std::string("unexpected argument '") + argv[optind] + "'"), p.result;
+  if (o->minBytes > o->maxBytes)
+    return p.bad("minbytes (-b) is larger than maxbytes (-e)"), p.result;
+  if (o->root >= o->nranks)
+    return p.bad("root (-r) must be below the rank count (--nranks)"), p.result;
   if (o->ops.empty()) o->ops.push_back(0);
   if (o->types.empty()) o->types.push_back(7);
   return ParseResult::kOk;

@@ -12,30 +12,30 @@
 namespace ferry::perf {
 
 struct PerfOptions {
-  int nranks = 1;                 // --nranks: forked ranks (nccl-tests without MPI: 1)
-  int nthreads = 1;               // -t, only 1
-  int ngpus = 1;                  // -g, only 1
-  size_t minBytes = 32 << 20;     // -b
-  size_t maxBytes = 32 << 20;     // -e
-  int64_t stepFactor = 1;         // -f, multiplicative when > 1
-  size_t stepBytes = 1 << 20;     // -i, additive otherwise
-  int iters = 20;                 // -n
-  int aggIters = 1;               // -m, ops per iteration (grouped when > 1)
-  int warmup = 1;                 // -w
-  int runCycles = 1;              // -N
-  int check = 1;                  // -c, 0 = no check
-  std::vector<int> ops;           // -o, ncclRedOp_t values (default {sum})
-  std::vector<int> types;         // -d, ncclDataType_t values (default {float})
-  int root = 0;                   // -r, -1 = every root
-  int blocking = 0;               // -z 0..3
-  int average = 1;                // -a 0 rank0, 1 mean, 2 min, 3 max
-  bool cpuTime = false;           // -C
-  int timeoutSec = 0;             // -T, 0 = none
-  std::string jsonFile;           // -J, written when it ends in ".json" (as nccl-tests)
-  std::string csvFile;            // --csv: the rows as CSV
-  bool help = false;              // -h
-  bool corruptForTest = false;    // --corrupt-for-test: one wrong element (tests only)
-  std::vector<std::string> notes; // GPU-only options seen, printed as "# " lines
+  int nranks = 1;                  // --nranks: forked ranks (nccl-tests without MPI: 1)
+  int nthreads = 1;                // -t, only 1
+  int ngpus = 1;                   // -g, only 1
+  size_t minBytes = 32 << 20;      // -b
+  size_t maxBytes = 32 << 20;      // -e
+  int64_t stepFactor = 1;          // -f, multiplicative when > 1
+  size_t stepBytes = 1 << 20;      // -i, additive otherwise
+  int iters = 20;                  // -n
+  int aggIters = 1;                // -m, ops per iteration (grouped when > 1)
+  int warmup = 1;                  // -w
+  int runCycles = 1;               // -N
+  int check = 1;                   // -c, 0 = no check
+  std::vector<int> ops;            // -o, ncclRedOp_t values (default {sum})
+  std::vector<int> types;          // -d, ncclDataType_t values (default {float})
+  int root = 0;                    // -r, -1 = every root
+  int blocking = 0;                // -z 0..3
+  int average = 1;                 // -a 0 rank0, 1 mean, 2 min, 3 max
+  bool cpuTime = false;            // -C
+  int timeoutSec = 0;              // -T, 0 = none
+  std::string jsonFile;            // -J, written when it ends in ".json" (as nccl-tests)
+  std::string csvFile;             // --csv: the rows as CSV
+  bool help = false;               // -h
+  bool corruptForTest = false;     // --corrupt-for-test: one wrong element (tests only)
+  std::vector<std::string> notes;  // GPU-only options seen, printed as "# " lines
 };
 
 // Outcome of parsing: kOk, kUsage (exit 255: malformed or out-of-range value)
@@ -49,7 +49,7 @@ std::string perfUsage(const char* prog);
 std::vector<size_t> perfSizes(const PerfOptions& o);
 
 // Name tables shared with the runner.
-const char* opName(int op);     // "sum" ... "avg"
-const char* typeName(int type); // nccl-tests names: "int8" ... "f8e5m2"
+const char* opName(int op);      // "sum" ... "avg"
+const char* typeName(int type);  // nccl-tests names: "int8" ... "f8e5m2"
 
 }  // namespace ferry::perf

@@ -1,12 +1,13 @@
 // Option parsing of the perf tools: every option, its default, and the
 // outcome for invalid values (kUsage -> exit 255, kNotImplemented -> exit 5).
+#include "tools/perf_tools/perf_options.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "tools/perf_tools/perf_data.h"
-#include "tools/perf_tools/perf_options.h"
 
 namespace ferry::perf {
 namespace {
@@ -49,12 +50,13 @@ TEST(PerfOptions, DefaultsAreNcclTests) {
 
 TEST(PerfOptions, EveryOptionShortForm) {
   PerfOptions o;
-  ASSERT_EQ(parse({"--nranks", "3", "-t", "1", "-g", "1", "-b", "8", "-e", "128M", "-i", "2K",
-                   "-f", "2", "-n", "7", "-m", "4", "-w", "3", "-N", "2", "-p", "1", "-c", "5",
-                   "-o", "max", "-d", "bfloat16", "-r", "-1", "-z", "1", "-a", "3", "-C", "1",
-                   "-T", "30", "-J", "out.json"},
-                  &o),
-            ParseResult::kOk);
+  ASSERT_EQ(
+      parse({"--nranks", "3",  "-t", "1",  "-g", "1",   "-b", "8",        "-e",      "128M", "-i",
+             "2K",       "-f", "2",  "-n", "7",  "-m",  "4",  "-w",       "3",       "-N",   "2",
+             "-p",       "1",  "-c", "5",  "-o", "max", "-d", "bfloat16", "-r",      "-1",   "-z",
+             "1",        "-a", "3",  "-C", "1",  "-T",  "30", "-J",       "out.json"},
+            &o),
+      ParseResult::kOk);
   EXPECT_EQ(o.nranks, 3);
   EXPECT_EQ(o.minBytes, 8u);
   EXPECT_EQ(o.maxBytes, 128u << 20);
@@ -91,10 +93,11 @@ TEST(PerfOptions, CsvAndCorruptLongOnly) {
 
 TEST(PerfOptions, LongForms) {
   PerfOptions o;
-  ASSERT_EQ(parse({"--minbytes", "1K", "--maxbytes", "0.5M", "--stepfactor", "4", "--iters", "3",
-                   "--warmup_iters", "0", "--check", "0", "--op", "prod", "--datatype", "int64",
-                   "--root", "0", "--average", "0", "--timeout", "9", "--agg_iters", "2",
-                   "--blocking", "2", "--nthreads", "1", "--ngpus", "1"},
+  ASSERT_EQ(parse({"--minbytes", "1K",   "--maxbytes",     "0.5M",  "--stepfactor", "4",
+                   "--iters",    "3",    "--warmup_iters", "0",     "--check",      "0",
+                   "--op",       "prod", "--datatype",     "int64", "--root",       "0",
+                   "--average",  "0",    "--timeout",      "9",     "--agg_iters",  "2",
+                   "--blocking", "2",    "--nthreads",     "1",     "--ngpus",      "1"},
                   &o),
             ParseResult::kOk);
   EXPECT_EQ(o.minBytes, 1024u);
@@ -116,7 +119,7 @@ TEST(PerfOptions, AllTypesAndOpsInNcclOrder) {
   ASSERT_EQ(parse({"-d", "all", "-o", "all"}, &o), ParseResult::kOk);
   EXPECT_EQ(o.types, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
   EXPECT_EQ(o.ops, (std::vector<int>{0, 1, 2, 3, 4}));
-  const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+  const char* names[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
                          "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
   for (int t = 0; t < 12; ++t) {
     PerfOptions p;
@@ -135,8 +138,8 @@ TEST(PerfOptions, AllTypesAndOpsInNcclOrder) {
 
 TEST(PerfOptions, GpuOnlyOptionsAreNotedNotRejected) {
   PerfOptions o;
-  ASSERT_EQ(parse({"-G", "10", "-D", "1", "-R", "2", "-y", "1", "-x", "1", "-V", "8", "-M", "1",
-                   "-u", "1", "-I", "1", "-K", "2", "-S", "1"},
+  ASSERT_EQ(parse({"-G", "10", "-D", "1",  "-R", "2",  "-y", "1",  "-x", "1",  "-V",
+                   "8",  "-M", "1",  "-u", "1",  "-I", "1",  "-K", "2",  "-S", "1"},
                   &o),
             ParseResult::kOk);
   ASSERT_EQ(o.notes.size(), 11u);
@@ -147,14 +150,32 @@ TEST(PerfOptions, GpuOnlyOptionsAreNotedNotRejected) {
 }
 
 TEST(PerfOptions, InvalidValuesAreUsageErrors) {
-  const std::vector<std::vector<std::string>> bad = {
-      {"-b", "x"},      {"-e", "-1"},        {"-b", "2K", "-e", "1K"}, {"-i", "0"},
-      {"-f", "x"},      {"-n", "0"},         {"-m", "0"},              {"-w", "-1"},
-      {"-c", "-1"},     {"-o", "mulsum"},    {"-d", "fp32"},           {"-r", "-2"},
-      {"-z", "4"},      {"-a", "4"},         {"-C", "2"},              {"-T", "-1"},
-      {"-G", "x"},      {"-p", "2"},         {"--nranks", "0"},        {"--nranks", "x"},
-      {"-t", "0"},      {"-g", "0"},         {"--bogus"},              {"-b"},
-      {"extra"},        {"--nranks", "2", "-r", "2"}};
+  const std::vector<std::vector<std::string>> bad = {{"-b", "x"},
+                                                     {"-e", "-1"},
+                                                     {"-b", "2K", "-e", "1K"},
+                                                     {"-i", "0"},
+                                                     {"-f", "x"},
+                                                     {"-n", "0"},
+                                                     {"-m", "0"},
+                                                     {"-w", "-1"},
+                                                     {"-c", "-1"},
+                                                     {"-o", "mulsum"},
+                                                     {"-d", "fp32"},
+                                                     {"-r", "-2"},
+                                                     {"-z", "4"},
+                                                     {"-a", "4"},
+                                                     {"-C", "2"},
+                                                     {"-T", "-1"},
+                                                     {"-G", "x"},
+                                                     {"-p", "2"},
+                                                     {"--nranks", "0"},
+                                                     {"--nranks", "x"},
+                                                     {"-t", "0"},
+                                                     {"-g", "0"},
+                                                     {"--bogus"},
+                                                     {"-b"},
+                                                     {"extra"},
+                                                     {"--nranks", "2", "-r", "2"}};
   for (const auto& args : bad) {
     PerfOptions o;
     std::string err;

@@ -111,8 +111,8 @@ std::string toJson(const PerfOptions& o, const RunRecord& run) {
       << ", \"in_place\": " << halfJson(r.inPlace, o.cpuTime)
       << ", \"actual_iterations\": " << o.iters << ", \"experiment_name\": \"\"}";
   }
-  s << "\n  ],\n  \"out_of_bounds\": {\"count\": " << run.outOfBounds << ", \"okay\": "
-    << (run.outOfBounds == 0 ? "\"true\"" : "\"false\"") << "},\n"
+  s << "\n  ],\n  \"out_of_bounds\": {\"count\": " << run.outOfBounds
+    << ", \"okay\": " << (run.outOfBounds == 0 ? "\"true\"" : "\"false\"") << "},\n"
     << "  \"average_bus_bandwidth\": {\"bandwidth\": " << num(run.avgBusBw)
     << ", \"okay\": \"unchecked\"},\n  \"errors\": [],\n  \"end_time\": " << quote(run.endTime)
     << "\n}\n";

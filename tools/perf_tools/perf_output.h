@@ -21,11 +21,11 @@ struct RowRecord {
 };
 
 struct RunRecord {
-  std::vector<std::string> args;  // argv
-  std::string startTime, endTime; // "YYYY-MM-DD HH:MM:SS" UTC
+  std::vector<std::string> args;   // argv
+  std::string startTime, endTime;  // "YYYY-MM-DD HH:MM:SS" UTC
   int ncclVersion = 0;
   std::string hostname;
-  std::vector<int> pids;          // per rank
+  std::vector<int> pids;  // per rank
   std::vector<RowRecord> rows;
   int64_t outOfBounds = 0;
   double avgBusBw = 0;

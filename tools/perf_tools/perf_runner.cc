@@ -45,8 +45,8 @@ struct Rank {
 
   bool barrier() {
     float token = 0;
-    return ncclOk(ncclAllReduce(&token, &token, 1, ncclFloat, ncclSum, comm, nullptr), comm,
-                  rank(), "ncclAllReduce (barrier)");
+    return ncclOk(ncclAllReduce(&token, &token, 1, ncclFloat, ncclSum, comm, nullptr), comm, rank(),
+                  "ncclAllReduce (barrier)");
   }
 
   // Rank 0 gets the time combined per -a, the summed wrong count and the
@@ -153,7 +153,8 @@ void printHeader(const PerfOptions& o, const CollInfo& c, RankContext& ctx) {
   }
   std::printf(" warmup iters: %d iters: %d agg iters: %d validation: %d graph: 0 unalign: 0\n",
               o.warmup, o.iters, o.aggIters, o.check);
-  if (o.blocking != 0) std::printf("# Blocking Enabled: wait for completion and barrier after each collective\n");
+  if (o.blocking != 0)
+    std::printf("# Blocking Enabled: wait for completion and barrier after each collective\n");
   if (o.cpuTime) std::printf("# Reporting cputime: on host memory it equals the completion time\n");
   for (const std::string& note : o.notes) std::printf("# Note: %s\n", note.c_str());
   if (!o.jsonFile.empty() && !endsWithJson(o.jsonFile)) {
@@ -201,9 +202,15 @@ int sweep(Rank& rk, Report* report, RunRecord* run) {
             if (!rk.measure(k, count, type, op, root, false, &oop)) return bench::kExitLibrary;
             if (!rk.measure(k, count, type, op, root, true, &ip)) return bench::kExitLibrary;
             if (report == nullptr) continue;
-            RowRecord row{sizeColumn(c, count, elt, rk.n()), count, typeName(type),
-                          c.reduces ? opName(op) : c.coll == Coll::kHypercube ? "" : "none",
-                          c.rooted ? root : -1, oop, ip};
+            RowRecord row{sizeColumn(c, count, elt, rk.n()),
+                          count,
+                          typeName(type),
+                          c.reduces                    ? opName(op)
+                          : c.coll == Coll::kHypercube ? ""
+                                                       : "none",
+                          c.rooted ? root : -1,
+                          oop,
+                          ip};
             report->row(row.size, row.count, row.type.c_str(), row.redop.c_str(), row.root, oop,
                         ip);
             run->rows.push_back(row);

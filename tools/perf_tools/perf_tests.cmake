@@ -46,6 +46,11 @@ foreach(coll all_reduce gather)
     -DPERF_BIN=$<TARGET_FILE:${coll}_perf> -P ${CMAKE_CURRENT_SOURCE_DIR}/exit_codes.cmake)
   set_property(GLOBAL APPEND PROPERTY FERRY_PERF_TESTS perf_${coll}_exit_codes)
 endforeach()
+add_test(NAME perf_hypercube_3ranks_exit5 COMMAND ${CMAKE_COMMAND}
+  -DPERF_BIN=$<TARGET_FILE:hypercube_perf> "-DPERF_ARGS=--nranks 3 -b 64 -e 64"
+  -DEXPECT_RC=5 "-DEXPECT_RE=power-of-two rank count"
+  -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+set_property(GLOBAL APPEND PROPERTY FERRY_PERF_TESTS perf_hypercube_3ranks_exit5)
 get_property(_perf_tests GLOBAL PROPERTY FERRY_PERF_TESTS)
 set_tests_properties(${_perf_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools")
 add_test(NAME perf_json_csv_golden COMMAND ${CMAKE_COMMAND}
