@@ -67,15 +67,17 @@ void Report::header(const std::string& toolLine, const Options& o, int nranks,
   std::fflush(out_);
 }
 
-void Report::columns() {
+void Report::columns(bool cpuTime) {
+  const char* t = cpuTime ? "cputime" : "   time";
   std::fprintf(out_, "#\n");
   std::fprintf(out_,
                "#                                                              out-of-place"
                "                       in-place\n"
-               "#       size         count      type   redop    root     time   algbw   busbw"
-               "  #wrong     time   algbw   busbw  #wrong\n"
+               "#       size         count      type   redop    root  %s   algbw   busbw"
+               "  #wrong  %s   algbw   busbw  #wrong\n"
                "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
-               "             (us)  (GB/s)  (GB/s)\n");
+               "             (us)  (GB/s)  (GB/s)\n",
+               t, t);
   std::fflush(out_);
 }
 

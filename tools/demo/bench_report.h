@@ -43,8 +43,9 @@ class Report {
   // A "#"-prefixed free-form line (rank/pid list, notes), between header()
   // and columns().
   void comment(const std::string& text);
-  // The two-line column header; rows follow.
-  void columns();
+  // The two-line column header; rows follow. cpuTime names the time
+  // columns "cputime", as nccl-tests -C does.
+  void columns(bool cpuTime = false);
   void row(size_t bytes, size_t count, const char* type, const char* redop, int root,
            const Half& outOfPlace, const Half& inPlace);
   void footer();

@@ -254,7 +254,7 @@ int rankMain(RankContext& ctx, const PerfOptions& o, const CollInfo& c, RunRecor
   if (!ctx.barrier()) return bench::kExitInternal;  // every pid is published now
   if (rank == 0) printHeader(o, c, ctx);
   Report report(stdout, c.testName);
-  if (rank == 0) report.columns();
+  if (rank == 0) report.columns(o.cpuTime);
 
   auto* send = static_cast<unsigned char*>(allocTouched(o.maxBytes));
   auto* recv = static_cast<unsigned char*>(allocTouched(o.maxBytes));

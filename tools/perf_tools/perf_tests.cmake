@@ -51,6 +51,18 @@ add_test(NAME perf_hypercube_3ranks_exit5 COMMAND ${CMAKE_COMMAND}
   -DEXPECT_RC=5 "-DEXPECT_RE=power-of-two rank count"
   -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
 set_property(GLOBAL APPEND PROPERTY FERRY_PERF_TESTS perf_hypercube_3ranks_exit5)
+# Output layout: nccl-tests header lines, the -C column name, a row with the
+# nccl-tests field widths, GPU-only options answered with a note.
+set(_layout_re "# Collective test starting: reduce_perf\n# nThread 1 nGpus 1 minBytes 64 maxBytes 64 step: 1048576\\(bytes\\) warmup iters: 1 iters: 1 agg iters: 1 validation: 1 graph: 0 unalign: 0\n")
+string(APPEND _layout_re "# Reporting cputime: on host memory it equals the completion time\n# Note: -R 2: buffer registration; Ferry runs on host memory, so it is ignored\n")
+string(APPEND _layout_re ".*root  cputime   algbw   busbw  #wrong  cputime   algbw   busbw  #wrong\n")
+string(APPEND _layout_re ".*\n          64            16     int32     max       1  [ 0-9.]+  [ 0-9.]+  [ 0-9.]+       0  [ 0-9.]+  [ 0-9.]+  [ 0-9.]+       0\n")
+string(APPEND _layout_re "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : [0-9.e+-]+\n#\n# Collective test concluded: reduce_perf\n")
+add_test(NAME perf_output_layout COMMAND ${CMAKE_COMMAND}
+  -DPERF_BIN=$<TARGET_FILE:reduce_perf>
+  "-DPERF_ARGS=--nranks 2 -b 64 -e 64 -n 1 -d int32 -o max -r 1 -C 1 -R 2"
+  -DEXPECT_RC=0 "-DEXPECT_RE=${_layout_re}" -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+set_property(GLOBAL APPEND PROPERTY FERRY_PERF_TESTS perf_output_layout)
 get_property(_perf_tests GLOBAL PROPERTY FERRY_PERF_TESTS)
 set_tests_properties(${_perf_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools")
 add_test(NAME perf_json_csv_golden COMMAND ${CMAKE_COMMAND}
