@@ -89,6 +89,20 @@ struct Rank {
     return o.blocking != 1 || barrier();
   }
 
+  // As nccl-tests: once per (type, op, root), -w out-of-place ops at every
+  // size from min to max doubling, instead of a warmup per row.
+  bool warmup(int type, int op, int root) {
+    const size_t elt = typeSize(type);
+    for (size_t bytes = o.minBytes; bytes <= o.maxBytes; bytes *= 2) {
+      size_t count = countFor(c, bytes, elt, n());
+      for (int i = 0; i < o.warmup; ++i) {
+        if (!iteration(send, recv, count, type, op, root)) return false;
+      }
+      if (bytes == 0) break;  // doubling zero never reaches max
+    }
+    return true;
+  }
+
   // One placement of one row; false when a call failed.
   bool measure(size_t sizeIndex, size_t count, int type, int op, int root, bool inPlace,
                bench::Half* half) {
@@ -98,9 +112,6 @@ struct Rank {
     unsigned char* r = inPlace ? recv + l.inPlaceRecvOff * elt : recv;
     const int dataOp = c.reduces ? op : kOpNone;
     fillInputs(s, l.sendElems, 0, type, dataOp, n(), rank());
-    for (int i = 0; i < o.warmup; ++i) {
-      if (!iteration(s, r, count, type, op, root)) return false;
-    }
     if (!barrier()) return false;
     // As nccl-tests, each timed iteration moves both buffers on by one op's
     // footprint (wrapping within maxBytes) so small sizes are not timed
@@ -204,6 +215,7 @@ int sweep(Rank& rk, Report* report, RunRecord* run) {
       const size_t elt = typeSize(type);
       for (int op : ops) {
         for (int root : roots) {
+          if (!rk.warmup(type, op, root)) return bench::kExitLibrary;
           for (size_t k = 0; k < sizes.size(); ++k) {
             size_t count = countFor(c, sizes[k], elt, rk.n());
             bench::Half oop, ip;
