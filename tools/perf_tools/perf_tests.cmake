@@ -11,6 +11,8 @@ endfunction()
 set(_perf_quick -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 -T 60)
 foreach(coll IN LISTS FERRY_PERF_COLLS)
   perf_test(perf_${coll}_2ranks ${coll}_perf --nranks 2 ${_perf_quick})
+  # Without --nranks: one rank, as nccl-tests without MPI.
+  perf_test(perf_${coll}_1rank ${coll}_perf -b 8 -e 4K -f 8 -n 1 -T 60)
 endforeach()
 # Three ranks (odd counts), every root, and every datatype and op where the
 # collective reduces: exact checks for all 12 types x 5 ops.
