@@ -231,7 +231,9 @@ bool Parser::apply(int c, const char* arg) {
     case 'S':
       return gpuOnly(c, arg, "row timestamps are not implemented");
     case 'u':
-      return gpuOnly(c, arg, "unaligned buffers are not implemented");
+      if (!integer(c, arg, 0, 1024, &v)) return false;
+      o->unalign = static_cast<int>(v);
+      return true;
     case 'I':
       return gpuOnly(c, arg, "per-iteration CUDA-event timing");
     case 'K':
@@ -317,7 +319,8 @@ std::string perfUsage(const char* prog) {
     << "  -T,--timeout S        abort after S seconds, exit 4 (default 0: none)\n"
     << "  -J,--output_file F    JSON results when F ends in .json (nccl-tests format 3)\n"
     << "  --csv F               the rows as CSV in file F\n"
-    << "  -G -y -R -x -D -V -M -u -I -K -S  GPU-only or not implemented: accepted, noted, ignored\n"
+    << "  -u,--unalign N        shift buffers by N elements (default 0)\n"
+    << "  -G -y -R -x -D -V -M -I -K -S  GPU-only or not implemented: accepted, noted, ignored\n"
     << "  -h,--help\n";
   return s.str();
 }

@@ -28,6 +28,7 @@ struct PerfOptions {
   std::vector<int> types;          // -d, ncclDataType_t values (default {float})
   int root = 0;                    // -r, -1 = every root
   int blocking = 0;                // -z 0..3
+  int unalign = 0;                 // -u: buffers start this many elements past 64-byte alignment
   int average = 1;                 // -a 0 rank0, 1 mean, 2 min, 3 max
   bool cpuTime = false;            // -C
   int timeoutSec = 0;              // -T, 0 = none

@@ -41,6 +41,7 @@ TEST(PerfOptions, DefaultsAreNcclTests) {
   EXPECT_EQ(o.root, 0);
   EXPECT_EQ(o.blocking, 0);
   EXPECT_EQ(o.average, 1);
+  EXPECT_EQ(o.unalign, 0);
   EXPECT_FALSE(o.cpuTime);
   EXPECT_EQ(o.timeoutSec, 0);
   EXPECT_TRUE(o.jsonFile.empty());
@@ -51,10 +52,10 @@ TEST(PerfOptions, DefaultsAreNcclTests) {
 TEST(PerfOptions, EveryOptionShortForm) {
   PerfOptions o;
   ASSERT_EQ(
-      parse({"--nranks", "3",  "-t", "1",  "-g", "1",   "-b", "8",        "-e",      "128M", "-i",
-             "2K",       "-f", "2",  "-n", "7",  "-m",  "4",  "-w",       "3",       "-N",   "2",
-             "-p",       "1",  "-c", "5",  "-o", "max", "-d", "bfloat16", "-r",      "-1",   "-z",
-             "1",        "-a", "3",  "-C", "1",  "-T",  "30", "-J",       "out.json"},
+      parse({"--nranks", "3",  "-t", "1",  "-g", "1",   "-b", "8",        "-e",       "128M", "-i",
+             "2K",       "-f", "2",  "-n", "7",  "-m",  "4",  "-w",       "3",        "-N",   "2",
+             "-p",       "1",  "-c", "5",  "-o", "max", "-d", "bfloat16", "-r",       "-1",   "-z",
+             "1",        "-a", "3",  "-C", "1",  "-T",  "30", "-J",       "out.json", "-u",   "3"},
             &o),
       ParseResult::kOk);
   EXPECT_EQ(o.nranks, 3);
@@ -75,6 +76,7 @@ TEST(PerfOptions, EveryOptionShortForm) {
   EXPECT_TRUE(o.cpuTime);
   EXPECT_EQ(o.timeoutSec, 30);
   EXPECT_EQ(o.jsonFile, "out.json");
+  EXPECT_EQ(o.unalign, 3);
 }
 
 TEST(PerfOptions, CsvAndCorruptLongOnly) {
@@ -138,11 +140,11 @@ TEST(PerfOptions, AllTypesAndOpsInNcclOrder) {
 
 TEST(PerfOptions, GpuOnlyOptionsAreNotedNotRejected) {
   PerfOptions o;
-  ASSERT_EQ(parse({"-G", "10", "-D", "1",  "-R", "2",  "-y", "1",  "-x", "1",  "-V",
-                   "8",  "-M", "1",  "-u", "1",  "-I", "1",  "-K", "2",  "-S", "1"},
+  ASSERT_EQ(parse({"-G", "10", "-D", "1", "-R", "2", "-y", "1", "-x", "1",
+                   "-V", "8",  "-M", "1", "-I", "1", "-K", "2", "-S", "1"},
                   &o),
             ParseResult::kOk);
-  ASSERT_EQ(o.notes.size(), 11u);
+  ASSERT_EQ(o.notes.size(), 10u);
   for (const auto& n : o.notes) EXPECT_NE(n.find("host memory"), std::string::npos) << n;
   PerfOptions zero;
   ASSERT_EQ(parse({"-G", "0", "-R", "0", "-y", "0"}, &zero), ParseResult::kOk);
@@ -171,6 +173,7 @@ TEST(PerfOptions, InvalidValuesAreUsageErrors) {
                                                      {"--nranks", "0"},
                                                      {"--nranks", "x"},
                                                      {"-t", "0"},
+                                                     {"-u", "-1"},
                                                      {"-g", "0"},
                                                      {"--bogus"},
                                                      {"-b"},

@@ -96,7 +96,9 @@ struct Rank {
     for (size_t bytes = o.minBytes; bytes <= o.maxBytes; bytes *= 2) {
       size_t count = countFor(c, bytes, elt, n());
       for (int i = 0; i < o.warmup; ++i) {
-        if (!iteration(send, recv, count, type, op, root)) return false;
+        if (!iteration(send + o.unalign * elt, recv + o.unalign * elt, count, type, op, root)) {
+          return false;
+        }
       }
       if (bytes == 0) break;  // doubling zero never reaches max
     }
@@ -108,8 +110,10 @@ struct Rank {
                bench::Half* half) {
     const size_t elt = typeSize(type);
     Layout l = layoutFor(c, count, n(), rank());
-    unsigned char* s = inPlace ? recv + l.inPlaceSendOff * elt : send;
-    unsigned char* r = inPlace ? recv + l.inPlaceRecvOff * elt : recv;
+    unsigned char* sb = send + o.unalign * elt;
+    unsigned char* rb = recv + o.unalign * elt;
+    unsigned char* s = inPlace ? rb + l.inPlaceSendOff * elt : sb;
+    unsigned char* r = inPlace ? rb + l.inPlaceRecvOff * elt : rb;
     const int dataOp = c.reduces ? op : kOpNone;
     fillInputs(s, l.sendElems, 0, type, dataOp, n(), rank());
     if (!barrier()) return false;
@@ -117,7 +121,8 @@ struct Rank {
     // footprint (wrapping within maxBytes) so small sizes are not timed
     // from a warm cache. Inputs there are stale, which timing does not mind.
     size_t span = std::max({l.sendElems, l.recvElems, l.inPlaceSendOff + l.sendElems,
-                            l.inPlaceRecvOff + l.recvElems}) * elt;
+                            l.inPlaceRecvOff + l.recvElems}) *
+                  elt;
     size_t stride = std::max<size_t>((span + 63) / 64 * 64, 64);
     size_t slots = span <= o.maxBytes ? (o.maxBytes - span) / stride + 1 : 1;
     auto t0 = std::chrono::steady_clock::now();
@@ -170,8 +175,8 @@ void printHeader(const PerfOptions& o, const CollInfo& c, RankContext& ctx) {
   } else {
     std::printf("%zu(bytes)", o.stepBytes);
   }
-  std::printf(" warmup iters: %d iters: %d agg iters: %d validation: %d graph: 0 unalign: 0\n",
-              o.warmup, o.iters, o.aggIters, o.check);
+  std::printf(" warmup iters: %d iters: %d agg iters: %d validation: %d graph: 0 unalign: %d\n",
+              o.warmup, o.iters, o.aggIters, o.check, o.unalign);
   if (o.blocking != 0)
     std::printf("# Blocking Enabled: wait for completion and barrier after each collective\n");
   if (o.cpuTime) std::printf("# Reporting cputime: on host memory it equals the completion time\n");
@@ -276,8 +281,8 @@ int rankMain(RankContext& ctx, const PerfOptions& o, const CollInfo& c, RunRecor
   Report report(stdout, c.testName);
   if (rank == 0) report.columns(o.cpuTime);
 
-  auto* send = static_cast<unsigned char*>(allocTouched(o.maxBytes));
-  auto* recv = static_cast<unsigned char*>(allocTouched(o.maxBytes));
+  auto* send = static_cast<unsigned char*>(allocTouched(o.maxBytes + o.unalign * 8));
+  auto* recv = static_cast<unsigned char*>(allocTouched(o.maxBytes + o.unalign * 8));
   int code = bench::kExitOk;
   if (send == nullptr || recv == nullptr) {
     std::fprintf(stderr, "rank %d: cannot allocate 2 x %zu bytes\n", rank, o.maxBytes);

@@ -36,6 +36,11 @@ perf_test(perf_sendrecv_3ranks sendrecv_perf
   --nranks 3 -b 8 -e 64K -f 8 -n 2 -w 1 -d all -T 60)
 perf_test(perf_hypercube_4ranks hypercube_perf
   --nranks 4 -b 64 -e 64K -f 8 -n 2 -w 1 -d all -T 60)
+# Unaligned buffers (odd element shift) through the reduction kernels.
+perf_test(perf_all_reduce_unaligned all_reduce_perf
+  --nranks 2 -b 8 -e 64K -f 8 -n 1 -u 1 -d all -o all -T 60)
+perf_test(perf_reduce_scatter_unaligned reduce_scatter_perf
+  --nranks 3 -b 48 -e 48K -f 8 -n 1 -u 3 -T 60)
 # Options that change the loop: aggregated ops, blocking, averaging modes,
 # additive steps and repeated cycles.
 perf_test(perf_all_reduce_agg_blocking all_reduce_perf
