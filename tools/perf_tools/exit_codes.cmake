@@ -22,5 +22,6 @@ expect(5 "host memory has no GPUs" -g 2)
 expect(5 "only 1 thread" -t 2)
 expect(7 "# Out of bounds values : [1-9][0-9]* FAILED"
        --nranks 2 -b 64 -e 64 -n 1 -w 0 --corrupt-for-test -T 60)
+expect(4 "watchdog deadline passed" --nranks 2 -b 64 -e 64 -n 1 --hang-for-test -T 1)
 expect(0 "# Out of bounds values : 0 OK" --nranks 2 -b 64 -e 64 -n 1 -w 0 -G 1 -T 60)
 expect(0 "-G 1: CUDA graph capture; Ferry runs on host memory" --nranks 2 -b 64 -e 64 -n 1 -G 1)

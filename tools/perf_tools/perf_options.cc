@@ -37,6 +37,7 @@ int lookup(const char* const* names, int n, const std::string& s) {
 constexpr int kOptNranks = 1000;
 constexpr int kOptCorrupt = 1001;
 constexpr int kOptCsv = 1002;
+constexpr int kOptHang = 1003;
 
 const option kLong[] = {
     {"nthreads", required_argument, nullptr, 't'},
@@ -74,6 +75,7 @@ const option kLong[] = {
     {"nranks", required_argument, nullptr, kOptNranks},
     {"corrupt-for-test", no_argument, nullptr, kOptCorrupt},
     {"csv", required_argument, nullptr, kOptCsv},
+    {"hang-for-test", no_argument, nullptr, kOptHang},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -243,6 +245,9 @@ bool Parser::apply(int c, const char* arg) {
       return true;
     case kOptCorrupt:
       o->corruptForTest = true;
+      return true;
+    case kOptHang:
+      o->hangForTest = true;
       return true;
     case kOptCsv:
       if (*arg == '\0') return bad("--csv needs a file name");

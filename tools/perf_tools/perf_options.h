@@ -35,6 +35,7 @@ struct PerfOptions {
   std::string jsonFile;            // -J, written when it ends in ".json" (as nccl-tests)
   std::string csvFile;             // --csv: the rows as CSV
   bool help = false;               // -h
+  bool hangForTest = false;        // --hang-for-test: the last rank stalls (tests -T)
   bool corruptForTest = false;     // --corrupt-for-test: one wrong element (tests only)
   std::vector<std::string> notes;  // GPU-only options seen, printed as "# " lines
 };

@@ -265,6 +265,11 @@ bool writeFiles(const PerfOptions& o, RunRecord& run, const Report& report, Rank
 
 int rankMain(RankContext& ctx, const PerfOptions& o, const CollInfo& c, RunRecord& run) {
   const int rank = ctx.rank();
+  // The watchdog must end a run whose rank never joins: exit 4 with -T.
+  if (o.hangForTest && rank == ctx.nranks() - 1) {
+    sleep(static_cast<unsigned>(o.timeoutSec) + 30);
+    return bench::kExitInternal;
+  }
   ncclUniqueId id;
   if (rank == 0) {
     if (!ncclOk(ncclGetUniqueId(&id), nullptr, rank, "ncclGetUniqueId")) return bench::kExitLibrary;

@@ -46,7 +46,8 @@ perf_test(perf_reduce_scatter_unaligned reduce_scatter_perf
 perf_test(perf_all_reduce_agg_blocking all_reduce_perf
   --nranks 2 -b 1K -e 3K -i 1K -m 3 -z 1 -a 3 -N 2 -n 2 -T 60)
 # Exit codes as nccl-tests, checked exactly by a script: a corrupted element
-# gives 7 and a FAILED footer; a bad value 255; more GPUs or threads than
+# gives 7 and a FAILED footer; a rank that never joins with -T 1 gives 4;
+# a bad value 255; more GPUs or threads than
 # host memory offers 5; -h 0.
 foreach(coll all_reduce gather)
   add_test(NAME perf_${coll}_exit_codes COMMAND ${CMAKE_COMMAND}
