@@ -86,6 +86,10 @@ TEST(PerfOptions, CsvAndCorruptLongOnly) {
   EXPECT_EQ(o.csvFile, "rows.csv");
   EXPECT_EQ(o.jsonFile, "r.json");
   EXPECT_TRUE(o.corruptForTest);
+  EXPECT_FALSE(o.hangForTest);
+  PerfOptions hang;
+  ASSERT_EQ(parse({"--hang-for-test"}, &hang), ParseResult::kOk);
+  EXPECT_TRUE(hang.hangForTest);
   PerfOptions e;
   EXPECT_EQ(parse({"--csv", ""}, &e), ParseResult::kUsage);
   PerfOptions h;
