@@ -38,6 +38,7 @@ constexpr int kOptNranks = 1000;
 constexpr int kOptCorrupt = 1001;
 constexpr int kOptCsv = 1002;
 constexpr int kOptHang = 1003;
+constexpr int kOptStore = 1004;
 
 const option kLong[] = {
     {"nthreads", required_argument, nullptr, 't'},
@@ -76,6 +77,7 @@ const option kLong[] = {
     {"corrupt-for-test", no_argument, nullptr, kOptCorrupt},
     {"csv", required_argument, nullptr, kOptCsv},
     {"hang-for-test", no_argument, nullptr, kOptHang},
+    {"store", required_argument, nullptr, kOptStore},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -88,6 +90,19 @@ struct Parser {
     *error = msg;
     result = r;
     return false;
+  }
+  // --store HOST:PORT; the last colon splits, so the host part stays free-form.
+  bool parseStore(const char* arg) {
+    std::string text(arg);
+    size_t colon = text.rfind(':');
+    int64_t port = 0;
+    if (colon == std::string::npos || colon == 0 ||
+        !parseInt(text.c_str() + colon + 1, 1, 65535, &port)) {
+      return bad("invalid --store '" + text + "' (HOST:PORT, port 1..65535)");
+    }
+    o->storeHost = text.substr(0, colon);
+    o->storePort = static_cast<int>(port);
+    return true;
   }
   bool integer(int c, const char* arg, int64_t lo, int64_t hi, int64_t* v) {
     if (parseInt(arg, lo, hi, v)) return true;
@@ -253,6 +268,8 @@ bool Parser::apply(int c, const char* arg) {
       if (*arg == '\0') return bad("--csv needs a file name");
       o->csvFile = arg;
       return true;
+    case kOptStore:
+      return parseStore(arg);
     default:
       return bad("unknown option (see -h)");
   }
@@ -279,7 +296,9 @@ ParseResult parsePerfOptions(int argc, char** argv, PerfOptions* o, std::string*
     return p.bad(std::string("unexpected argument '") + argv[optind] + "'"), p.result;
   if (o->minBytes > o->maxBytes)
     return p.bad("minbytes (-b) is larger than maxbytes (-e)"), p.result;
-  if (o->root >= o->nranks)
+  // With 1 forked rank the count may still come from mpirun or the
+  // environment, which perfMain checks once it knows.
+  if (o->nranks > 1 && o->root >= o->nranks)
     return p.bad("root (-r) must be below the rank count (--nranks)"), p.result;
   if (o->ops.empty()) o->ops.push_back(0);
   if (o->types.empty()) o->types.push_back(7);
@@ -300,8 +319,11 @@ std::vector<size_t> perfSizes(const PerfOptions& o) {
 
 std::string perfUsage(const char* prog) {
   std::ostringstream s;
-  s << "USAGE: " << prog << " (nccl-tests compatible; host memory, no MPI)\n"
+  s << "USAGE: " << prog << " (nccl-tests compatible; host memory)\n"
     << "  --nranks N            fork N ranks on this node (default 1)\n"
+    << "  --store HOST:PORT     where rank 0 serves the id when RANK/WORLD_SIZE or\n"
+    << "                        SLURM_PROCID/SLURM_NTASKS give the ranks (default\n"
+    << "                        MASTER_ADDR:MASTER_PORT)\n"
     << "  -t,--nthreads 1       threads per process (only 1)\n"
     << "  -g,--ngpus 1          GPUs per thread (only 1: host memory)\n"
     << "  -b,--minbytes S       first size, K/M/G suffixes (default 32M)\n"

@@ -34,6 +34,8 @@ struct PerfOptions {
   int timeoutSec = 0;              // -T, 0 = none
   std::string jsonFile;            // -J, written when it ends in ".json" (as nccl-tests)
   std::string csvFile;             // --csv: the rows as CSV
+  std::string storeHost;           // --store HOST:PORT: env mode's id store (else MASTER_*)
+  int storePort = 0;
   bool help = false;               // -h
   bool hangForTest = false;        // --hang-for-test: the last rank stalls (tests -T)
   bool corruptForTest = false;     // --corrupt-for-test: one wrong element (tests only)

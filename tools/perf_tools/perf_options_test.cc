@@ -97,6 +97,22 @@ TEST(PerfOptions, CsvAndCorruptLongOnly) {
   EXPECT_TRUE(h.help);
 }
 
+TEST(PerfOptions, Store) {
+  PerfOptions o;
+  ASSERT_EQ(parse({"--store", "node-1.example:29500"}, &o), ParseResult::kOk);
+  EXPECT_EQ(o.storeHost, "node-1.example");
+  EXPECT_EQ(o.storePort, 29500);
+  PerfOptions none;
+  ASSERT_EQ(parse({}, &none), ParseResult::kOk);
+  EXPECT_EQ(none.storeHost, "");
+  EXPECT_EQ(none.storePort, 0);
+  for (const char* bad : {"host", ":29500", "host:", "host:0", "host:65536", "host:12x"}) {
+    PerfOptions e;
+    std::string err;
+    EXPECT_EQ(parse({"--store", bad}, &e, &err), ParseResult::kUsage) << bad;
+  }
+}
+
 TEST(PerfOptions, LongForms) {
   PerfOptions o;
   ASSERT_EQ(parse({"--minbytes", "1K",   "--maxbytes",     "0.5M",  "--stepfactor", "4",

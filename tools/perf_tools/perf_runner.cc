@@ -8,21 +8,42 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tools/demo/bench_report.h"
 #include "tools/demo/fork_launch.h"
 #include "tools/perf_tools/perf_colls.h"
 #include "tools/perf_tools/perf_data.h"
+#include "tools/perf_tools/perf_launch.h"
+#ifdef FERRY_PERF_MPI
+#include "tools/perf_tools/perf_mpi.h"
+#endif
 #include "tools/perf_tools/perf_options.h"
 #include "tools/perf_tools/perf_output.h"
+#include "tools/perf_tools/perf_store.h"
 
 namespace ferry::perf {
 namespace {
 
 using bench::RankContext;
 using bench::Report;
+
+// What the header and JSON show for each rank; gathered over the comm.
+struct PeerInfo {
+  int32_t pid;
+  char host[60];
+};
+
+// A rank of the run, whoever started it: the id exchange is the only part
+// that differs between launch modes.
+struct RankSetup {
+  int rank;
+  int nranks;
+  std::function<bool(ncclUniqueId*)> shareId;  // rank 0's id reaches every rank
+};
 
 bool ncclOk(ncclResult_t r, ncclComm_t comm, int rank, const char* what) {
   if (r == ncclSuccess) return true;
@@ -36,12 +57,13 @@ bool ncclOk(ncclResult_t r, ncclComm_t comm, int rank, const char* what) {
 struct Rank {
   const PerfOptions& o;
   const CollInfo& c;
-  RankContext& ctx;
+  int rank_;
+  int n_;
   ncclComm_t comm;
   unsigned char* send;
   unsigned char* recv;
-  int rank() const { return ctx.rank(); }
-  int n() const { return ctx.nranks(); }
+  int rank() const { return rank_; }
+  int n() const { return n_; }
 
   bool barrier() {
     float token = 0;
@@ -50,31 +72,22 @@ struct Rank {
   }
 
   // Rank 0 gets the time combined per -a, the summed wrong count and the
-  // number of ranks that saw a wrong value. Through the launcher's region:
-  // post, meet, rank 0 reads, meet again so no slot is overwritten early.
+  // number of ranks that saw a wrong value. Over the comm itself, so every
+  // launch mode combines the same way; it runs after the timed loop.
   bool combine(double secs, int64_t wrong, double* time, int64_t* sumWrong, int* badRanks) {
-    bench::RankSlot& mine = ctx.slot(rank());
-    mine.value = secs;
-    mine.wrong = wrong;
-    if (!ctx.barrier()) return false;
-    if (rank() == 0) {
-      double sum = 0, lo = secs, hi = secs;
-      *sumWrong = 0;
-      *badRanks = 0;
-      for (int r = 0; r < n(); ++r) {
-        const bench::RankSlot& s = ctx.slot(r);
-        sum += s.value;
-        lo = std::min(lo, s.value);
-        hi = std::max(hi, s.value);
-        if (s.wrong > 0) {
-          *sumWrong += s.wrong;
-          *badRanks += 1;
-        }
-      }
-      const double byMode[] = {secs, sum / n(), lo, hi};
-      *time = byMode[o.average];
+    double sums[3] = {secs, wrong > 0 ? static_cast<double>(wrong) : 0.0, wrong > 0 ? 1.0 : 0.0};
+    double maxes[2] = {secs, -secs};  // max of -secs is -min
+    if (!ncclOk(ncclAllReduce(sums, sums, 3, ncclFloat64, ncclSum, comm, nullptr), comm, rank(),
+                "ncclAllReduce (combine)") ||
+        !ncclOk(ncclAllReduce(maxes, maxes, 2, ncclFloat64, ncclMax, comm, nullptr), comm,
+                rank(), "ncclAllReduce (combine)")) {
+      return false;
     }
-    return ctx.barrier();
+    *sumWrong = static_cast<int64_t>(sums[1]);
+    *badRanks = static_cast<int>(sums[2]);
+    const double byMode[] = {secs, sums[0] / n(), -maxes[1], maxes[0]};
+    *time = byMode[o.average];
+    return true;
   }
 
   bool iteration(const void* s, void* r, size_t count, int type, int op, int root) {
@@ -163,7 +176,7 @@ bool endsWithJson(const std::string& f) {
   return f.size() >= 5 && f.compare(f.size() - 5, 5, ".json") == 0;
 }
 
-void printHeader(const PerfOptions& o, const CollInfo& c, RankContext& ctx) {
+void printHeader(const PerfOptions& o, const CollInfo& c, const std::vector<PeerInfo>& peers) {
   int version = 0;
   ncclGetVersion(&version);
   std::printf("# ferry perf tools (nccl-tests 2.19 compatible) nccl-headers=%d nccl-library=%d\n",
@@ -186,11 +199,9 @@ void printHeader(const PerfOptions& o, const CollInfo& c, RankContext& ctx) {
                 o.jsonFile.c_str());
   }
   std::printf("#\n# Using devices\n");
-  char host[256] = "?";
-  gethostname(host, sizeof host - 1);
-  for (int r = 0; r < ctx.nranks(); ++r) {
-    std::printf("#  Rank %2d Group  0 Pid %6d on %10s host memory\n", r, ctx.slot(r).pid.load(),
-                host);
+  for (size_t r = 0; r < peers.size(); ++r) {
+    std::printf("#  Rank %2zu Group  0 Pid %6d on %10s host memory\n", r, peers[r].pid,
+                peers[r].host);
   }
   std::fflush(stdout);
 }
@@ -248,7 +259,8 @@ int sweep(Rank& rk, Report* report, RunRecord* run) {
 }
 
 // Rank 0, after the footer: the -J and --csv files. False if one failed.
-bool writeFiles(const PerfOptions& o, RunRecord& run, const Report& report, RankContext& ctx) {
+bool writeFiles(const PerfOptions& o, RunRecord& run, const Report& report,
+                const std::vector<PeerInfo>& peers) {
   run.outOfBounds = report.outOfBounds();
   run.avgBusBw = report.avgBusBw();
   run.endTime = nowUtc();
@@ -256,33 +268,46 @@ bool writeFiles(const PerfOptions& o, RunRecord& run, const Report& report, Rank
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
   run.hostname = host;
-  for (int r = 0; r < ctx.nranks(); ++r) run.pids.push_back(ctx.slot(r).pid.load());
+  for (const PeerInfo& p : peers) run.pids.push_back(p.pid);
   bool ok = true;
   if (endsWithJson(o.jsonFile)) ok = !writeExclusive(o.jsonFile, toJson(o, run)).empty();
   if (!o.csvFile.empty()) ok = !writeExclusive(o.csvFile, toCsv(run)).empty() && ok;
   return ok;
 }
 
-int rankMain(RankContext& ctx, const PerfOptions& o, const CollInfo& c, RunRecord& run) {
-  const int rank = ctx.rank();
+// Every rank's pid and host, for the header and the JSON file.
+bool gatherPeers(ncclComm_t comm, int rank, int nranks, std::vector<PeerInfo>* peers) {
+  PeerInfo mine{};
+  mine.pid = static_cast<int32_t>(getpid());
+  gethostname(mine.host, sizeof mine.host - 1);
+  peers->assign(static_cast<size_t>(nranks), PeerInfo{});
+  return ncclOk(ncclAllGather(&mine, peers->data(), sizeof mine, ncclChar, comm, nullptr), comm,
+                rank, "ncclAllGather (rank info)");
+}
+
+int rankMain(const RankSetup& setup, const PerfOptions& o, const CollInfo& c, RunRecord& run) {
+  const int rank = setup.rank;
   // The watchdog must end a run whose rank never joins: exit 4 with -T.
-  if (o.hangForTest && rank == ctx.nranks() - 1) {
+  if (o.hangForTest && rank == setup.nranks - 1) {
     sleep(static_cast<unsigned>(o.timeoutSec) + 30);
     return bench::kExitInternal;
   }
   ncclUniqueId id;
-  if (rank == 0) {
-    if (!ncclOk(ncclGetUniqueId(&id), nullptr, rank, "ncclGetUniqueId")) return bench::kExitLibrary;
-    if (!ctx.publish(&id, sizeof id)) return bench::kExitInternal;
-  } else if (!ctx.receive(&id, sizeof id)) {
-    return bench::kExitInternal;
-  }
-  ncclComm_t comm = nullptr;
-  if (!ncclOk(ncclCommInitRank(&comm, ctx.nranks(), id, rank), nullptr, rank, "ncclCommInitRank")) {
+  if (rank == 0 && !ncclOk(ncclGetUniqueId(&id), nullptr, rank, "ncclGetUniqueId")) {
     return bench::kExitLibrary;
   }
-  if (!ctx.barrier()) return bench::kExitInternal;  // every pid is published now
-  if (rank == 0) printHeader(o, c, ctx);
+  if (!setup.shareId(&id)) return bench::kExitInternal;
+  ncclComm_t comm = nullptr;
+  if (!ncclOk(ncclCommInitRank(&comm, setup.nranks, id, rank), nullptr, rank,
+              "ncclCommInitRank")) {
+    return bench::kExitLibrary;
+  }
+  std::vector<PeerInfo> peers;
+  if (!gatherPeers(comm, rank, setup.nranks, &peers)) {
+    ncclCommAbort(comm);
+    return bench::kExitLibrary;
+  }
+  if (rank == 0) printHeader(o, c, peers);
   Report report(stdout, c.testName);
   if (rank == 0) report.columns(o.cpuTime);
 
@@ -293,7 +318,7 @@ int rankMain(RankContext& ctx, const PerfOptions& o, const CollInfo& c, RunRecor
     std::fprintf(stderr, "rank %d: cannot allocate 2 x %zu bytes\n", rank, o.maxBytes);
     code = bench::kExitInternal;
   } else {
-    Rank rk{o, c, ctx, comm, send, recv};
+    Rank rk{o, c, rank, setup.nranks, comm, send, recv};
     code = sweep(rk, rank == 0 ? &report : nullptr, &run);
   }
   std::free(send);
@@ -301,7 +326,7 @@ int rankMain(RankContext& ctx, const PerfOptions& o, const CollInfo& c, RunRecor
   if (code == bench::kExitOk && rank == 0) {
     report.footer();
     std::printf("\n");
-    if (!writeFiles(o, run, report, ctx)) code = bench::kExitInternal;
+    if (!writeFiles(o, run, report, peers)) code = bench::kExitInternal;
     if (report.outOfBounds() > 0) code = bench::kExitWrong;
   }
   if (code == bench::kExitLibrary || code == bench::kExitInternal) {
@@ -311,6 +336,62 @@ int rankMain(RankContext& ctx, const PerfOptions& o, const CollInfo& c, RunRecor
   }
   return code;
 }
+
+
+// Rank-count limits known only once the launch mode is; "" when fine.
+std::string rankCountError(const CollInfo& c, const PerfOptions& o, int nranks) {
+  if (c.coll == Coll::kHypercube && (nranks & (nranks - 1)) != 0) {
+    return "hypercube needs a power-of-two rank count, not " + std::to_string(nranks) + " ranks";
+  }
+  if (o.root >= nranks) {
+    return "root (-r) must be below the rank count (" + std::to_string(nranks) + ")";
+  }
+  return "";
+}
+
+// Outside fork mode no launcher watches the ranks, so -T ends this process.
+void startWatchdog(int timeoutSec, int rank) {
+  if (timeoutSec <= 0) return;
+  std::thread([timeoutSec, rank] {
+    std::this_thread::sleep_for(std::chrono::seconds(timeoutSec));
+    std::fprintf(stderr, "rank %d: timeout: the run did not finish within -T %d s\n", rank,
+                 timeoutSec);
+    std::_Exit(bench::kExitTimeout);
+  }).detach();
+}
+
+// The store deadline: -T when given, else a minute, so a missing rank 0
+// fails with a message rather than hanging.
+int storeTimeout(const PerfOptions& o) { return o.timeoutSec > 0 ? o.timeoutSec : 60; }
+
+int runEnv(const Launch& l, const PerfOptions& o, const CollInfo& c, RunRecord& run) {
+  startWatchdog(o.timeoutSec, l.rank);
+  RankSetup setup{l.rank, l.nranks, [&l, &o](ncclUniqueId* id) {
+                    if (l.rank == 0) {
+                      return storeServe(l.storeHost, l.storePort, l.nranks - 1, id, sizeof *id,
+                                        storeTimeout(o));
+                    }
+                    return storeFetch(l.storeHost, l.storePort, id, sizeof *id, storeTimeout(o));
+                  }};
+  return rankMain(setup, o, c, run);
+}
+
+#ifdef FERRY_PERF_MPI
+int runMpi(int argc, char** argv, const PerfOptions& o, const CollInfo& c, RunRecord& run) {
+  RankSetup setup{0, 1, [](ncclUniqueId* id) { return mpiBcast(id, sizeof *id); }};
+  if (!mpiStart(&argc, &argv, &setup.rank, &setup.nranks)) return bench::kExitInternal;
+  std::string error = rankCountError(c, o, setup.nranks);
+  int code = o.root >= setup.nranks ? bench::kExitUsage : 5;
+  if (!error.empty()) {
+    if (setup.rank == 0) std::fprintf(stderr, "%s: %s\n", argv[0], error.c_str());
+  } else {
+    startWatchdog(o.timeoutSec, setup.rank);
+    code = rankMain(setup, o, c, run);
+  }
+  mpiStop();
+  return code;
+}
+#endif
 
 }  // namespace
 
@@ -322,10 +403,17 @@ int perfMain(const char* coll, int argc, char** argv) {
   }
   PerfOptions o;
   std::string error;
+  Launch launch;
   ParseResult pr = parsePerfOptions(argc, argv, &o, &error);
-  if (pr == ParseResult::kOk && c->coll == Coll::kHypercube && (o.nranks & (o.nranks - 1)) != 0) {
-    error = "hypercube needs a power-of-two rank count, not --nranks " + std::to_string(o.nranks);
-    pr = ParseResult::kNotImplemented;
+  if (pr == ParseResult::kOk && !o.help &&
+      !detectLaunch(o.nranks, o.storeHost, o.storePort, &launch, &error)) {
+    pr = ParseResult::kUsage;
+  }
+  if (pr == ParseResult::kOk && !o.help && launch.mode != LaunchMode::kMpi) {
+    error = rankCountError(*c, o, launch.nranks);
+    if (!error.empty()) {
+      pr = o.root >= launch.nranks ? ParseResult::kUsage : ParseResult::kNotImplemented;
+    }
   }
   if (pr != ParseResult::kOk) {
     std::fprintf(stderr, "%s: %s\n", argv[0], error.c_str());
@@ -340,8 +428,17 @@ int perfMain(const char* coll, int argc, char** argv) {
   RunRecord run;
   run.args.assign(argv, argv + argc);
   run.startTime = nowUtc();
-  return bench::forkLaunch(o.nranks, o.timeoutSec,
-                           [&o, c, &run](RankContext& ctx) { return rankMain(ctx, o, *c, run); });
+#ifdef FERRY_PERF_MPI
+  if (launch.mode == LaunchMode::kMpi) return runMpi(argc, argv, o, *c, run);
+#endif
+  if (launch.mode == LaunchMode::kEnv) return runEnv(launch, o, *c, run);
+  return bench::forkLaunch(o.nranks, o.timeoutSec, [&o, c, &run](RankContext& ctx) {
+    RankSetup setup{ctx.rank(), ctx.nranks(), [&ctx](ncclUniqueId* id) {
+                      return ctx.rank() == 0 ? ctx.publish(id, sizeof *id)
+                                             : ctx.receive(id, sizeof *id);
+                    }};
+    return rankMain(setup, o, *c, run);
+  });
 }
 
 }  // namespace ferry::perf

@@ -77,3 +77,44 @@ add_test(NAME perf_json_csv_golden COMMAND ${CMAKE_COMMAND}
   -DPERF_BIN=$<TARGET_FILE:all_reduce_perf> -DWORK=${CMAKE_CURRENT_BINARY_DIR}/json_csv_work
   -P ${CMAKE_CURRENT_SOURCE_DIR}/json_csv_check.cmake)
 set_tests_properties(perf_json_csv_golden PROPERTIES TIMEOUT 120 LABELS "perf_tools")
+
+# Launch modes besides --nranks. Env mode: 2 processes with torchrun or Slurm
+# variables, the id served by rank 0's store on 127.0.0.1.
+set(_launch_tests)
+foreach(style torchrun slurm)
+  add_test(NAME perf_all_reduce_env_${style} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/env_launch_test.sh
+    $<TARGET_FILE:all_reduce_perf> ${style} -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 -d all -o all -T 60)
+  list(APPEND _launch_tests perf_all_reduce_env_${style})
+endforeach()
+add_test(NAME perf_reduce_env_torchrun_root1 COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/env_launch_test.sh
+  $<TARGET_FILE:reduce_perf> torchrun -b 8 -e 64K -f 8 -n 1 -r 1 -T 60)
+list(APPEND _launch_tests perf_reduce_env_torchrun_root1)
+# --store instead of MASTER_ADDR/MASTER_PORT: the script's address is given
+# as the option and the variables point elsewhere (port 1 refuses).
+add_test(NAME perf_all_reduce_env_store_option COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/env_launch_test.sh
+  $<TARGET_FILE:all_reduce_perf> slurm-store -b 8 -e 4K -f 8 -n 1 -T 60)
+list(APPEND _launch_tests perf_all_reduce_env_store_option)
+# Nobody serves the id (port 1 on loopback refuses): rank 1 must fail with
+# a message at the -T 3 deadline, not hang. Slurm variables without an
+# address are refused up front.
+add_test(NAME perf_env_missing_store COMMAND ${CMAKE_COMMAND}
+  -DPERF_BIN=${CMAKE_COMMAND}
+  "-DPERF_ARGS=-E env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 $<TARGET_FILE:all_reduce_perf> -b 8 -e 8 -T 3"
+  -DEXPECT_RC=1 "-DEXPECT_RE=cannot reach rank 0's store at 127.0.0.1:1 within 3 s"
+  -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+add_test(NAME perf_env_no_address COMMAND ${CMAKE_COMMAND}
+  -DPERF_BIN=${CMAKE_COMMAND}
+  "-DPERF_ARGS=-E env SLURM_PROCID=0 SLURM_NTASKS=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=0 $<TARGET_FILE:all_reduce_perf> -b 8 -e 8 -T 2"
+  -DEXPECT_RC=255 "-DEXPECT_RE=set MASTER_ADDR and MASTER_PORT"
+  -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+list(APPEND _launch_tests perf_env_missing_store perf_env_no_address)
+# mpirun mode: only where CMake found MPI and its launcher.
+if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
+  add_test(NAME perf_all_reduce_mpirun_2ranks COMMAND ${CMAKE_COMMAND}
+    -DPERF_BIN=${MPIEXEC_EXECUTABLE}
+    "-DPERF_ARGS=--allow-run-as-root --oversubscribe --mca btl self,vader -np 2 $<TARGET_FILE:all_reduce_perf> -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 -d all -o all -T 60"
+    -DEXPECT_RC=0 "-DEXPECT_RE=#  Rank  1 Group.*# Out of bounds values : 0 OK\n"
+    -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+  list(APPEND _launch_tests perf_all_reduce_mpirun_2ranks)
+endif()
+set_tests_properties(${_launch_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools")
