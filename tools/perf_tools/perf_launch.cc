@@ -38,6 +38,19 @@ bool detectLaunch(int forkRanks, const std::string& storeHost, int storePort, La
     out->mode = LaunchMode::kMpi;  // rank and size come from MPI_Init
     return true;
   }
+#else
+  // Without MPI every process would run a separate 1-rank test: say so.
+  int mpiSize = 1;
+  const char* mpiSizeText = env("OMPI_COMM_WORLD_SIZE");
+  if (mpiSizeText == nullptr) mpiSizeText = env("PMI_SIZE");
+  if (toInt(mpiSizeText, 1, 1 << 20, &mpiSize) && mpiSize > 1 && env("RANK") == nullptr &&
+      env("SLURM_PROCID") == nullptr) {
+    *error = "started under mpirun with " + std::to_string(mpiSize) +
+             " processes, but this build has no MPI (configure with MPI found); use --nranks "
+             "or RANK/WORLD_SIZE with --store";
+    out->unavailable = true;
+    return false;
+  }
 #endif
   const char* rankVar = "RANK";
   const char* sizeVar = "WORLD_SIZE";

@@ -18,6 +18,7 @@ struct Launch {
   std::string storeHost;  // env mode: rank 0's store
   int storePort = 0;
   std::string source;     // "torchrun" or "slurm", for messages
+  bool unavailable = false;  // set with a false return: exit 5, not a usage error
 };
 
 // forkRanks: --nranks (more than 1 forces fork mode); storeHost/storePort:

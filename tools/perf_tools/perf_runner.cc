@@ -407,7 +407,7 @@ int perfMain(const char* coll, int argc, char** argv) {
   ParseResult pr = parsePerfOptions(argc, argv, &o, &error);
   if (pr == ParseResult::kOk && !o.help &&
       !detectLaunch(o.nranks, o.storeHost, o.storePort, &launch, &error)) {
-    pr = ParseResult::kUsage;
+    pr = launch.unavailable ? ParseResult::kNotImplemented : ParseResult::kUsage;
   }
   if (pr == ParseResult::kOk && !o.help && launch.mode != LaunchMode::kMpi) {
     error = rankCountError(*c, o, launch.nranks);

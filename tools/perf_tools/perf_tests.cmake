@@ -116,5 +116,12 @@ if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
     -DEXPECT_RC=0 "-DEXPECT_RE=#  Rank  1 Group.*# Out of bounds values : 0 OK\n"
     -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
   list(APPEND _launch_tests perf_all_reduce_mpirun_2ranks)
+else()
+  # Without MPI, a process that mpirun started refuses to run alone.
+  add_test(NAME perf_mpirun_without_mpi COMMAND ${CMAKE_COMMAND} -DPERF_BIN=${CMAKE_COMMAND}
+    "-DPERF_ARGS=-E env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 $<TARGET_FILE:all_reduce_perf> -b 8 -e 8"
+    -DEXPECT_RC=5 "-DEXPECT_RE=started under mpirun with 2 processes, but this build has no MPI"
+    -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+  list(APPEND _launch_tests perf_mpirun_without_mpi)
 endif()
 set_tests_properties(${_launch_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools")
