@@ -115,7 +115,13 @@ if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
     "-DPERF_ARGS=--allow-run-as-root --oversubscribe --mca btl self,vader -np 2 $<TARGET_FILE:all_reduce_perf> -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 -d all -o all -T 60"
     -DEXPECT_RC=0 "-DEXPECT_RE=#  Rank  1 Group.*# Out of bounds values : 0 OK\n"
     -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
-  list(APPEND _launch_tests perf_all_reduce_mpirun_2ranks)
+  # Three ranks, every root, type and op: the rank count comes from MPI.
+  add_test(NAME perf_reduce_mpirun_3ranks_all_roots COMMAND ${CMAKE_COMMAND}
+    -DPERF_BIN=${MPIEXEC_EXECUTABLE}
+    "-DPERF_ARGS=--allow-run-as-root --oversubscribe --mca btl self,vader -np 3 $<TARGET_FILE:reduce_perf> -b 8 -e 4K -f 8 -n 1 -r -1 -d all -o all -T 60"
+    -DEXPECT_RC=0 "-DEXPECT_RE=#  Rank  2 Group.*       2  [ 0-9.]+  [ 0-9.]+  [ 0-9.]+       0 .*# Out of bounds values : 0 OK\n"
+    -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+  list(APPEND _launch_tests perf_all_reduce_mpirun_2ranks perf_reduce_mpirun_3ranks_all_roots)
 else()
   # Without MPI, a process that mpirun started refuses to run alone.
   add_test(NAME perf_mpirun_without_mpi COMMAND ${CMAKE_COMMAND} -DPERF_BIN=${CMAKE_COMMAND}
