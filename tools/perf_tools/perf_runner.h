@@ -1,5 +1,6 @@
 // The shared main of every *_perf binary: parses the nccl-tests command line,
-// forks --nranks ranks (no MPI), runs the sweep over types, ops, roots and
+// starts the ranks (forks --nranks, or joins an mpirun or torchrun/Slurm
+// launch, see perf_launch.h), runs the sweep over types, ops, roots and
 // sizes, prints nccl-tests rows and returns nccl-tests exit codes.
 #pragma once
 

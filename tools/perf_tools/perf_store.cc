@@ -76,6 +76,11 @@ bool storeServe(const std::string& host, int port, int clients, const void* id, 
   if (size > kMaxId) return false;
   sockaddr_in addr{};
   if (!resolve(host, port, &addr)) return false;
+  // A host name may resolve to 127.0.1.1 on rank 0's own node while the
+  // others reach it by its network address, so names bind every interface;
+  // a numeric address (127.0.0.1 in tests) binds exactly that one.
+  in_addr numeric{};
+  if (inet_pton(AF_INET, host.c_str(), &numeric) != 1) addr.sin_addr.s_addr = htonl(INADDR_ANY);
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
