@@ -159,7 +159,9 @@ TEST_P(ScheduleSim, AllCollectivesExact) {
   {
     // The direct reduce-scatter + all-gather (large AllReduce on one machine).
     Sim s = simulate(CollKind::kAllReduce, n, count, 0, chunk, 0, true);
-    if (n > 1) EXPECT_EQ(s.scheds[0].algorithm, "direct");
+    if (n > 1) {
+      EXPECT_EQ(s.scheds[0].algorithm, "direct");
+    }
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, i), sumAt(n, i)) << "direct rs+ag";
   }
