@@ -245,15 +245,7 @@ void threadMain(World& w, const Options& o, int t, Report* report) {
 int main(int argc, char** argv) {
   using namespace ferry::bench;
   Options o;
-  std::string error;
-  if (!parseOptions(argc, argv, &o, &error)) {
-    std::fprintf(stderr, "%s: %s\n%s", argv[0], error.c_str(), usage(argv[0], Options()).c_str());
-    return kExitUsage;
-  }
-  if (o.help) {
-    std::fputs(usage(argv[0], Options()).c_str(), stdout);
-    return kExitOk;
-  }
+  if (int code = parseOrExit(argc, argv, &o); code >= 0) return code;
   Report report(stdout, "all_reduce_roofline");
   std::string timing = "median over " + std::to_string(o.repeats) + " repeats of the mean per op";
   report.header("roofline_allreduce: " + std::to_string(o.nranks) +

@@ -44,28 +44,9 @@ class FerryBackend : public SweepBackend {
                   ctx_.rank(), "ncclAllReduce (barrier)");
   }
 
-  // Through the launcher's shared region: each rank posts, all meet, rank 0
-  // reads, all meet again so nobody overwrites a slot rank 0 is reading.
   bool combine(double seconds, int64_t wrong, double* maxSeconds, int64_t* sumWrong,
                int* badRanks) override {
-    RankSlot& mine = ctx_.slot(ctx_.rank());
-    mine.value = seconds;
-    mine.wrong = wrong;
-    if (!ctx_.barrier()) return false;
-    if (ctx_.rank() == 0) {
-      *maxSeconds = 0;
-      *sumWrong = 0;
-      *badRanks = 0;
-      for (int r = 0; r < ctx_.nranks(); ++r) {
-        const RankSlot& s = ctx_.slot(r);
-        *maxSeconds = std::max(*maxSeconds, s.value);
-        if (s.wrong > 0) {
-          *sumWrong += s.wrong;
-          *badRanks += 1;
-        }
-      }
-    }
-    return ctx_.barrier();
+    return ctx_.combine(seconds, wrong, maxSeconds, sumWrong, badRanks);
   }
 
  private:
@@ -127,14 +108,6 @@ int rankMain(RankContext& ctx, const Options& o) {
 int main(int argc, char** argv) {
   using namespace ferry::bench;
   Options o;
-  std::string error;
-  if (!parseOptions(argc, argv, &o, &error)) {
-    std::fprintf(stderr, "%s: %s\n%s", argv[0], error.c_str(), usage(argv[0], Options()).c_str());
-    return kExitUsage;
-  }
-  if (o.help) {
-    std::fputs(usage(argv[0], Options()).c_str(), stdout);
-    return kExitOk;
-  }
+  if (int code = parseOrExit(argc, argv, &o); code >= 0) return code;
   return forkLaunch(o.nranks, o.timeoutSec, [&o](RankContext& ctx) { return rankMain(ctx, o); });
 }

@@ -1,9 +1,12 @@
 #include "tools/demo/bench_options.h"
 
+#include "tools/demo/fork_launch.h"  // exit codes
+
 #include <getopt.h>
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -182,6 +185,19 @@ std::vector<size_t> sweepSizes(const Options& o, size_t eltSize) {
     size = next;
   }
   return out;
+}
+
+int parseOrExit(int argc, char** argv, Options* opts) {
+  std::string error;
+  if (!parseOptions(argc, argv, opts, &error)) {
+    std::fprintf(stderr, "%s: %s\n%s", argv[0], error.c_str(), usage(argv[0], Options()).c_str());
+    return kExitUsage;
+  }
+  if (opts->help) {
+    std::fputs(usage(argv[0], Options()).c_str(), stdout);
+    return kExitOk;
+  }
+  return -1;
 }
 
 }  // namespace ferry::bench

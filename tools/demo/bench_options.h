@@ -36,6 +36,11 @@ bool parseOptions(int argc, char** argv, Options* opts, std::string* error);
 // Usage text listing every option with its current default.
 std::string usage(const char* prog, const Options& defaults);
 
+// The common start of a driver's main(): parse argv into *opts; on a bad
+// argument print the reason and usage to stderr, on -h print usage. Returns
+// -1 to go on, else the exit code to return.
+int parseOrExit(int argc, char** argv, Options* opts);
+
 // The sizes of the sweep in bytes, min to max inclusive. Each is rounded down
 // to a whole number of elements of eltSize bytes.
 std::vector<size_t> sweepSizes(const Options& opts, size_t eltSize);

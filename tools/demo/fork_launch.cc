@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -76,6 +77,28 @@ bool RankContext::receive(void* data, size_t size) {
   }
   std::memcpy(data, s_->blob, size);
   return true;
+}
+
+bool RankContext::combine(double seconds, int64_t wrong, double* maxSeconds, int64_t* sumWrong,
+                          int* badRanks) {
+  RankSlot& mine = slot(rank_);
+  mine.value = seconds;
+  mine.wrong = wrong;
+  if (!barrier()) return false;
+  if (rank_ == 0) {
+    *maxSeconds = 0;
+    *sumWrong = 0;
+    *badRanks = 0;
+    for (int r = 0; r < nranks(); ++r) {
+      const RankSlot& s = slot(r);
+      *maxSeconds = std::max(*maxSeconds, s.value);
+      if (s.wrong > 0) {
+        *sumWrong += s.wrong;
+        *badRanks += 1;
+      }
+    }
+  }
+  return barrier();
 }
 
 bool RankContext::barrier() {

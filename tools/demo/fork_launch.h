@@ -61,6 +61,13 @@ class RankContext {
   bool barrier();
 
   RankSlot& slot(int r) { return s_->slots[r]; }
+
+  // Combine per-rank results through the shared slots: every rank posts,
+  // all meet, rank 0 fills the outputs (max seconds, summed wrong values,
+  // ranks with any), all meet again so no slot is overwritten while rank 0
+  // reads it. False on deadline or abort.
+  bool combine(double seconds, int64_t wrong, double* maxSeconds, int64_t* sumWrong,
+               int* badRanks);
   bool aborted() const { return s_->abort.load(std::memory_order_relaxed) != 0; }
 
  private:
