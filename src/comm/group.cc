@@ -53,11 +53,17 @@ struct CommWork {
   Status result;
 };
 
-Result<Executor*> collExecutor(Comm* c, const CollTask& t) {
-  CollArgs args = t.args;
+// The call's arguments plus the communicator's tuning: what selection sees.
+CollArgs planArgs(Comm* c, const CollArgs& call) {
+  CollArgs args = call;
   args.chunkBytes = c->chunkBytes();
   args.directMaxBytes = c->directMaxBytes();
   args.allLocal = c->allLocal();
+  return args;
+}
+
+Result<Executor*> collExecutor(Comm* c, const CollTask& t) {
+  CollArgs args = planArgs(c, t.args);
   if (Executor* e = c->findPlan(args)) return e;
   FERRY_ASSIGN(Schedule s, selectSchedule(args, c->algoFilter()));
   std::vector<void*> bufs = {nullptr, nullptr};
@@ -198,10 +204,9 @@ Status groupSimulateEnd(float* estimatedUs) {
   // bytes over the link bandwidth (shared memory figures of this class of machine).
   const double kHopUs = 1.0, kBytesPerUs = 4000.0;
   double total = 0;
-  std::string filter = config::getString(config::Param::kAlgo);
   for (auto& [comm, tasks] : tGroup.colls) {
     for (const CollTask& t : tasks) {
-      Result<Schedule> s = selectSchedule(t.args, filter);
+      Result<Schedule> s = selectSchedule(planArgs(comm, t.args), comm->algoFilter());
       if (!s.isOk()) continue;
       for (const Lane& l : s.value().lanes)
         for (const Step& st : l.steps) total += kHopUs + st.bytes / kBytesPerUs;
