@@ -364,14 +364,17 @@ void startWatchdog(int timeoutSec, int rank) {
 // fails with a message rather than hanging.
 int storeTimeout(const PerfOptions& o) { return o.timeoutSec > 0 ? o.timeoutSec : 60; }
 
+// The store has its own deadline and a precise message; the -T watchdog
+// starts once the id is shared, so the two never race to report one failure.
 int runEnv(const Launch& l, const PerfOptions& o, const CollInfo& c, RunRecord& run) {
-  startWatchdog(o.timeoutSec, l.rank);
   RankSetup setup{l.rank, l.nranks, [&l, &o](ncclUniqueId* id) {
-                    if (l.rank == 0) {
-                      return storeServe(l.storeHost, l.storePort, l.nranks - 1, id, sizeof *id,
-                                        storeTimeout(o));
-                    }
-                    return storeFetch(l.storeHost, l.storePort, id, sizeof *id, storeTimeout(o));
+                    bool ok = l.rank == 0
+                                  ? storeServe(l.storeHost, l.storePort, l.nranks - 1, id,
+                                               sizeof *id, storeTimeout(o))
+                                  : storeFetch(l.storeHost, l.storePort, id, sizeof *id,
+                                               storeTimeout(o));
+                    if (ok) startWatchdog(o.timeoutSec, l.rank);
+                    return ok;
                   }};
   return rankMain(setup, o, c, run);
 }
