@@ -42,6 +42,17 @@ struct PeerInfo {
   uint8_t reserved[24] = {};
 };
 
+// Small control messages between two ranks of the communicator (the
+// bootstrap network), e.g. to trade a network plugin's listen handles. send
+// never waits for the peer to call recv; recv waits (bounded by the
+// communicator's deadline and abort flag) for the (peer, tag) message.
+class PeerExchange {
+ public:
+  virtual ~PeerExchange() = default;
+  virtual Status send(int peer, int tag, const void* data, size_t size) = 0;
+  virtual Status recv(int peer, int tag, void* data, size_t size) = 0;
+};
+
 // Everything a transport needs to know about the communicator it serves.
 struct CommContext {
   int rank = 0;
@@ -51,6 +62,7 @@ struct CommContext {
   const std::vector<PeerInfo>* peers = nullptr;  // filled after the init allgather
   const std::atomic<bool>* abortFlag = nullptr;  // set by ncclCommAbort / fatal errors
   int64_t timeoutMs = 30000;        // deadline for connection setup
+  PeerExchange* exchange = nullptr; // set by the communicator before any connect()
 };
 
 struct SendSlot {
