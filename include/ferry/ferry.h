@@ -30,6 +30,21 @@ FERRY_API ncclResult_t ferryGetVersion(int* major, int* minor, int* patch);
  * Static storage; never NULL. */
 FERRY_API const char* ferryVersionString(void);
 
+/* AlltoAllv: rank r sends sendcounts[p] elements starting at element
+ * sdispls[p] of sendbuff to every peer p, and receives recvcounts[p]
+ * elements from p at element rdispls[p] of recvbuff. Counts and
+ * displacements are in elements of datatype, each array has one entry per
+ * rank (as RCCL's ncclAllToAllv). Runs as one group of ncclSend/ncclRecv, so
+ * it may itself be called inside ncclGroupStart/ncclGroupEnd.
+ * ncclInvalidArgument (with a WARN naming the argument) for a NULL array,
+ * a NULL buffer with a nonzero count, or send and receive ranges that
+ * overlap (in place is not supported). */
+FERRY_API ncclResult_t ferryAlltoAllv(const void* sendbuff, const size_t sendcounts[],
+                                      const size_t sdispls[], void* recvbuff,
+                                      const size_t recvcounts[], const size_t rdispls[],
+                                      ncclDataType_t datatype, ncclComm_t comm,
+                                      cudaStream_t stream);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif
