@@ -72,6 +72,7 @@ Status Comm::setupPeers() {
   ctx_.secret = bootstrap_->secret();
   ctx_.abortFlag = &abort_;
   ctx_.timeoutMs = config::getInt(config::Param::kInitTimeoutMs);
+  ctx_.exchange = &exchange_;
   transports_ = createTransports();
   peers_.assign(nranks_, PeerInfo{});
   PeerInfo& me = peers_[rank_];
@@ -111,6 +112,14 @@ void Comm::logTopology() const {
   if (cores > 0 && localRanks > cores) Backoff::setOversubscribed(true);
   FERRY_INFO(log::kInit, "comm %p rank %d nRanks %d nNodes %zu localRanks %d localRank %d - Init COMPLETE",
              static_cast<const void*>(this), rank_, nranks_, hosts.size(), localRanks, localRank);
+}
+
+Status Comm::BootstrapExchange::send(int peer, int tag, const void* data, size_t size) {
+  return comm_->bootstrap_->send(peer, tag, data, size);
+}
+
+Status Comm::BootstrapExchange::recv(int peer, int tag, void* data, size_t size) {
+  return comm_->bootstrap_->recv(peer, tag, data, size);
 }
 
 Result<Connection*> Comm::connection(int peer) {

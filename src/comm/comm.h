@@ -105,6 +105,16 @@ class Comm final : public ConnectionSource {
   int rank_, nranks_;
   CommConfig config_;
   std::unique_ptr<Bootstrap> bootstrap_;
+  // Transports trade connection handles through the bootstrap network.
+  class BootstrapExchange final : public PeerExchange {
+   public:
+    explicit BootstrapExchange(Comm* comm) : comm_(comm) {}
+    Status send(int peer, int tag, const void* data, size_t size) override;
+    Status recv(int peer, int tag, void* data, size_t size) override;
+
+   private:
+    Comm* comm_;
+  } exchange_{this};
   std::vector<PeerInfo> peers_;
   CommContext ctx_;
   std::vector<std::unique_ptr<Transport>> transports_;
