@@ -159,7 +159,7 @@ Status Graph::checkLinks() const {
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].kind == Kind::kPci) bus[lowerHex(nodes_[i].attr("busid"))] = static_cast<int>(i);
   for (const Node& n : nodes_) {
-    if (n.kind != Kind::kLink) continue;
+    if (n.kind != Kind::kLink || n.tag == "c2c") continue;  // C2C goes to the GPU's own CPU
     std::string t = lowerHex(n.attr("target"));
     if (t.empty()) return invalidArgument("topology XML: " + where(n) + " has no target");
     if (bus.count(t) || lowerHex(n.attr("tclass")) == "0x068000" || t.rfind("fffffff:", 0) == 0) continue;

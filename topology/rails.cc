@@ -5,16 +5,6 @@
 
 namespace ferry::topo {
 
-const char* pathName(PathType p) {
-  switch (p) {
-    case PathType::kPix: return "PIX";
-    case PathType::kPxb: return "PXB";
-    case PathType::kPhb: return "PHB";
-    case PathType::kSys: return "SYS";
-  }
-  return "SYS";
-}
-
 namespace {
 
 struct NicEnd {

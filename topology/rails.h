@@ -6,11 +6,9 @@
 #include <vector>
 
 #include "topology/graph.h"
+#include "topology/paths.h"
 
 namespace ferry::topo {
-
-enum class PathType { kPix, kPxb, kPhb, kSys };
-const char* pathName(PathType p);
 
 struct Rail {
   std::string gpu;   // bus id as written in the file

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "topology/graph.h"
+#include "topology/paths.h"
 #include "topology/rails.h"
 
 namespace {
@@ -17,12 +18,13 @@ int usage() {
 
 int main(int argc, char** argv) {
   std::string file;
-  bool rails = false, json = false, dump = false;
+  bool rails = false, json = false, dump = false, paths = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--topo-file") && i + 1 < argc) file = argv[++i];
     else if (!std::strcmp(argv[i], "--rails")) rails = true;
     else if (!std::strcmp(argv[i], "--json")) json = true;
     else if (!std::strcmp(argv[i], "--dump")) dump = true;
+    else if (!std::strcmp(argv[i], "--paths")) paths = true;
     else return usage();
   }
   // Discovery is not implemented yet, so a file is required.
@@ -34,6 +36,9 @@ int main(int argc, char** argv) {
   }
   if (dump) {
     std::fputs(g.value().toXml().c_str(), stdout);
+  } else if (paths) {
+    auto m = ferry::topo::PathMatrix::compute(g.value());
+    std::fputs(json ? (m.json() + "\n").c_str() : m.table().c_str(), stdout);
   } else if (rails) {
     auto r = ferry::topo::assignRails(g.value());
     if (json) {
