@@ -1,0 +1,203 @@
+// Exact-value collective cases (see cluster_cases.h). Values are small
+// non-negative integers, exact in float and int32 for every sum the cases
+// form; -1 marks "never written" (sentinel fill and kGuard elements past the
+// end of every receive region).
+#include "tests/cluster/cluster_cases.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+namespace ferry::cluster {
+namespace {
+
+constexpr size_t kGuard = 4;
+constexpr int kSentinel = -1;
+
+float sumIn(int r, size_t i) { return float((r + 1) + int(i % 13)); }
+float sumOut(int n, size_t i) { return float(n * (n + 1) / 2 + n * int(i % 13)); }
+float maxIn(int r, size_t i) { return float((i * 5 + size_t(r) * 3) % 7); }
+float maxOut(int n, size_t i) {
+  float m = 0;
+  for (int r = 0; r < n; ++r) m = std::max(m, maxIn(r, i));
+  return m;
+}
+// One rank adds n, every rank adds base(i): the sum n*(base+1) divides by n.
+int32_t avgIn(int n, int r, size_t i) { return (i % 3 == 0 ? 1 : 0) + (int(i % size_t(n)) == r ? n : 0); }
+int32_t avgOut(size_t i) { return (i % 3 == 0 ? 1 : 0) + 1; }
+// Data-movement payload: distinct per (source block, index), exact in float.
+float mv(int src, size_t i) { return float((uint64_t(src) * 7919 + i) % 65521); }
+
+template <class T>
+std::vector<T> makeBuf(size_t n) {
+  return std::vector<T>(n + kGuard, T(kSentinel));
+}
+
+// Checks buf[off+k] == expect(k) for k < n, then that every element from
+// `guardFrom` on still holds the sentinel. Prints up to 3 mismatches.
+template <class T>
+bool check(const std::vector<T>& buf, size_t off, size_t n, const std::function<T(size_t)>& expect,
+           size_t guardFrom, const std::string& what) {
+  int bad = 0;
+  for (size_t k = 0; k < n; ++k) {
+    if (buf[off + k] != expect(k) && bad++ < 3)
+      printf("FAIL %s: element %zu is %g, expected %g\n", what.c_str(), off + k, double(buf[off + k]),
+             double(expect(k)));
+  }
+  for (size_t k = guardFrom; k < buf.size(); ++k) {
+    if (buf[k] != T(kSentinel) && bad++ < 3)
+      printf("FAIL %s: element %zu past the end was overwritten (%g)\n", what.c_str(), k, double(buf[k]));
+  }
+  return bad == 0;
+}
+
+bool callOk(ncclResult_t r, const std::string& what) {
+  if (r == ncclSuccess) return true;
+  printf("FAIL %s: returned %s (%s)\n", what.c_str(), ncclGetErrorString(r), ncclGetLastError(nullptr));
+  return false;
+}
+
+std::string desc(const Ctx& cx, const char* coll, size_t count, int root = -1) {
+  char b[160];
+  snprintf(b, sizeof(b), "%s count=%zu (%zu B) nranks=%d rank=%d%s", coll, count, count * 4, cx.nranks,
+           cx.rank, root >= 0 ? (" root=" + std::to_string(root)).c_str() : "");
+  return b;
+}
+
+bool report(bool ok, const std::string& what, bool quiet = false) {
+  if (ok && !quiet) printf("OK %s\n", what.c_str());
+  return ok;
+}
+
+bool caseBroadcast(const Ctx& cx, size_t c, int root) {
+  std::string what = desc(cx, "Broadcast", c, root);
+  auto send = makeBuf<float>(c), recv = makeBuf<float>(c);
+  for (size_t i = 0; i < c; ++i) send[i] = mv(root, i);
+  if (!callOk(ncclBroadcast(send.data(), recv.data(), c, ncclFloat32, root, cx.comm, nullptr), what)) return false;
+  return report(check<float>(recv, 0, c, [&](size_t i) { return mv(root, i); }, c, what), what);
+}
+
+bool caseReduce(const Ctx& cx, size_t c, int root) {
+  std::string what = desc(cx, "Reduce sum", c, root);
+  auto send = makeBuf<float>(c), recv = makeBuf<float>(c);
+  for (size_t i = 0; i < c; ++i) send[i] = sumIn(cx.rank, i);
+  if (!callOk(ncclReduce(send.data(), recv.data(), c, ncclFloat32, ncclSum, root, cx.comm, nullptr), what))
+    return false;
+  // Non-root ranks' recvbuff must stay untouched.
+  size_t n = cx.rank == root ? c : 0;
+  return report(check<float>(recv, 0, n, [&](size_t i) { return sumOut(cx.nranks, i); }, n, what), what);
+}
+
+bool caseAllGather(const Ctx& cx, size_t m) {
+  std::string what = desc(cx, "AllGather", m);
+  auto send = makeBuf<float>(m), recv = makeBuf<float>(m * cx.nranks);
+  for (size_t i = 0; i < m; ++i) send[i] = mv(cx.rank, i);
+  if (!callOk(ncclAllGather(send.data(), recv.data(), m, ncclFloat32, cx.comm, nullptr), what)) return false;
+  return report(check<float>(recv, 0, m * cx.nranks, [&](size_t k) { return mv(int(k / m), k % m); },
+                             m * cx.nranks, what), what);
+}
+
+bool caseReduceScatter(const Ctx& cx, size_t m) {
+  std::string what = desc(cx, "ReduceScatter sum", m);
+  auto send = makeBuf<float>(m * cx.nranks), recv = makeBuf<float>(m);
+  for (size_t j = 0; j < m * cx.nranks; ++j) send[j] = sumIn(cx.rank, j);
+  if (!callOk(ncclReduceScatter(send.data(), recv.data(), m, ncclFloat32, ncclSum, cx.comm, nullptr), what))
+    return false;
+  size_t base = size_t(cx.rank) * m;
+  return report(check<float>(recv, 0, m, [&](size_t i) { return sumOut(cx.nranks, base + i); }, m, what), what);
+}
+
+bool caseAlltoAll(const Ctx& cx, size_t m) {
+  std::string what = desc(cx, "AlltoAll", m);
+  int n = cx.nranks;
+  auto send = makeBuf<float>(m * n), recv = makeBuf<float>(m * n);
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < m; ++i) send[p * m + i] = mv(cx.rank * n + p, i);
+  if (!callOk(ncclAlltoAll(send.data(), recv.data(), m, ncclFloat32, cx.comm, nullptr), what)) return false;
+  return report(check<float>(recv, 0, m * n, [&](size_t k) { return mv(int(k / m) * n + cx.rank, k % m); },
+                             m * n, what), what);
+}
+
+bool caseGather(const Ctx& cx, size_t m, int root) {
+  std::string what = desc(cx, "Gather", m, root);
+  auto send = makeBuf<float>(m), recv = makeBuf<float>(m * cx.nranks);
+  for (size_t i = 0; i < m; ++i) send[i] = mv(cx.rank, i);
+  if (!callOk(ncclGather(send.data(), recv.data(), m, ncclFloat32, root, cx.comm, nullptr), what)) return false;
+  size_t n = cx.rank == root ? m * cx.nranks : 0;
+  return report(check<float>(recv, 0, n, [&](size_t k) { return mv(int(k / m), k % m); }, n, what), what);
+}
+
+bool caseScatter(const Ctx& cx, size_t m, int root) {
+  std::string what = desc(cx, "Scatter", m, root);
+  auto send = makeBuf<float>(m * cx.nranks), recv = makeBuf<float>(m);
+  for (size_t k = 0; k < m * cx.nranks; ++k) send[k] = mv(100 + int(k / m), k % m);
+  if (!callOk(ncclScatter(send.data(), recv.data(), m, ncclFloat32, root, cx.comm, nullptr), what)) return false;
+  return report(check<float>(recv, 0, m, [&](size_t i) { return mv(100 + cx.rank, i); }, m, what), what);
+}
+
+bool caseSendRecvRing(const Ctx& cx, size_t c) {
+  std::string what = desc(cx, "Send/Recv ring (grouped)", c);
+  int next = (cx.rank + 1) % cx.nranks, prev = (cx.rank + cx.nranks - 1) % cx.nranks;
+  auto send = makeBuf<float>(c), recv = makeBuf<float>(c);
+  for (size_t i = 0; i < c; ++i) send[i] = mv(cx.rank, i);
+  ncclResult_t r = ncclGroupStart();
+  if (r == ncclSuccess) r = ncclSend(send.data(), c, ncclFloat32, next, cx.comm, nullptr);
+  if (r == ncclSuccess) r = ncclRecv(recv.data(), c, ncclFloat32, prev, cx.comm, nullptr);
+  ncclResult_t e = ncclGroupEnd();
+  if (!callOk(r != ncclSuccess ? r : e, what)) return false;
+  return report(check<float>(recv, 0, c, [&](size_t i) { return mv(prev, i); }, c, what), what);
+}
+
+}  // namespace
+
+bool caseAllReduce(const Ctx& cx, size_t c, Red op, bool inPlace, bool quiet) {
+  const char* name = op == Red::kSum ? "AllReduce sum float" : op == Red::kMax ? "AllReduce max float"
+                                                                               : "AllReduce avg int32";
+  std::string what = desc(cx, name, c) + (inPlace ? " in-place" : "");
+  if (op == Red::kAvg) {
+    auto send = makeBuf<int32_t>(c), recv = makeBuf<int32_t>(c);
+    for (size_t i = 0; i < c; ++i) send[i] = avgIn(cx.nranks, cx.rank, i);
+    auto& out = inPlace ? send : recv;
+    if (!callOk(ncclAllReduce(send.data(), out.data(), c, ncclInt32, ncclAvg, cx.comm, nullptr), what)) return false;
+    return report(check<int32_t>(out, 0, c, avgOut, c, what), what, quiet);
+  }
+  auto send = makeBuf<float>(c), recv = makeBuf<float>(c);
+  for (size_t i = 0; i < c; ++i) send[i] = op == Red::kSum ? sumIn(cx.rank, i) : maxIn(cx.rank, i);
+  auto& out = inPlace ? send : recv;
+  ncclRedOp_t nop = op == Red::kSum ? ncclSum : ncclMax;
+  if (!callOk(ncclAllReduce(send.data(), out.data(), c, ncclFloat32, nop, cx.comm, nullptr), what)) return false;
+  int n = cx.nranks;
+  std::function<float(size_t)> want = [&](size_t i) { return op == Red::kSum ? sumOut(n, i) : maxOut(n, i); };
+  return report(check<float>(out, 0, c, want, c, what), what, quiet);
+}
+
+std::vector<CaseResult> runSize(const Ctx& cx, size_t c) {
+  const int n = cx.nranks, H = cx.hosts, P = cx.perHost, h = cx.host;
+  const size_t m = std::max<size_t>(1, c / size_t(n));
+  const long long C = (long long)c * 4, M = (long long)m * 4;
+  // Roots on different hosts: the last rank, the first rank of host 1, rank 0.
+  const int rootLast = n - 1, rootH1 = H > 1 ? P : 0, rootFirst = 0;
+  auto hostOf = [&](int r) { return r / P; };
+  // Lower bounds on inter-host payload into host h (zero on a one-host cluster):
+  // a reduction result needs the other hosts' C bytes; moved blocks that live
+  // on other hosts must arrive once per host.
+  auto lb = [&](long long v) { return H > 1 ? v : 0LL; };
+  std::vector<CaseResult> out;
+  out.push_back({caseAllReduce(cx, c, Red::kSum, false), lb(C)});
+  out.push_back({caseAllReduce(cx, c, Red::kSum, true), lb(C)});
+  out.push_back({caseAllReduce(cx, c, Red::kMax, false), lb(C)});
+  out.push_back({caseAllReduce(cx, c, Red::kAvg, false), lb(C)});
+  out.push_back({caseBroadcast(cx, c, rootLast), lb(h != hostOf(rootLast) ? C : 0)});
+  out.push_back({caseReduce(cx, c, rootH1), lb(h == hostOf(rootH1) ? C : 0)});
+  out.push_back({caseAllGather(cx, m), lb((H - 1) * P * M)});
+  out.push_back({caseReduceScatter(cx, m), lb(P * M)});
+  out.push_back({caseAlltoAll(cx, m), lb(P * (H - 1) * P * M)});
+  out.push_back({caseGather(cx, m, rootLast), lb(h == hostOf(rootLast) ? (H - 1) * P * M : 0)});
+  out.push_back({caseScatter(cx, m, rootFirst), lb(h != hostOf(rootFirst) ? P * M : 0)});
+  out.push_back({caseSendRecvRing(cx, c), lb(C)});
+  return out;
+}
+
+}  // namespace ferry::cluster

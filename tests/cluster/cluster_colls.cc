@@ -1,0 +1,120 @@
+// One rank of the cluster collective test, launched by ferry-cluster (one
+// process per rank, hosts in separate network namespaces). Every collective
+// runs on host buffers for several sizes (up to > 4 MiB) and is checked
+// exactly, as tests/mp does: inputs are small integers whose reductions are
+// exact in the type, receive buffers are pre-filled with a sentinel no input
+// produces and carry guard elements past the end. Prints one OK/FAIL line per
+// case and exits non-zero on any mismatch or error; an alarm() watchdog turns
+// a hang into a failure.
+//
+// Local rank 0 of each host also prints `MIN_RX host=H bytes=B`: payload bytes
+// that host must have received from other hosts, whatever the algorithm, for
+// the cases it ran (see minRx*); the ctest driver compares B with the veth
+// counters.
+//
+// FERRY_CLUSTER_LOOP_MS=T switches to fault mode: AllReduce of 4 MiB in a
+// loop, checked, for T ms (a host gets killed meanwhile; survivors must fail).
+#include <nccl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/cluster/cluster_cases.h"
+
+namespace ferry::cluster {
+namespace {
+
+int envInt(const char* name, int dflt) {
+  const char* v = getenv(name);
+  return v && *v ? atoi(v) : dflt;
+}
+
+void onAlarm(int) {
+  static const char msg[] = "FAIL watchdog: rank still running at its deadline (hang)\n";
+  ssize_t n = write(STDOUT_FILENO, msg, sizeof(msg) - 1);
+  (void)n;
+  _exit(3);
+}
+
+// Fault mode: AllReduce until loopMs have passed; the first error ends it.
+int runLoop(const Ctx& cx, int loopMs) {
+  auto t0 = std::chrono::steady_clock::now();
+  const size_t count = size_t(1) << 20;  // 4 MiB of floats
+  int iters = 0;
+  for (;;) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    if (ms.count() >= loopMs) break;
+    if (!caseAllReduce(cx, count, Red::kSum, false, /*quiet=*/true)) {
+      printf("FAIL loop: AllReduce iteration %d failed after %lld ms\n", iters, (long long)ms.count());
+      fflush(stdout);
+      return 1;
+    }
+    ++iters;
+  }
+  printf("OK loop: %d AllReduce iterations\n", iters);
+  return 0;
+}
+
+int runAll(const Ctx& cx, const std::vector<size_t>& counts) {
+  int fails = 0, cases = 0;
+  long long minRx = 0;
+  for (size_t c : counts) {
+    for (auto& r : runSize(cx, c)) {
+      ++cases;
+      fails += r.ok ? 0 : 1;
+      minRx += r.minRxThisHost;
+    }
+  }
+  if (cx.local == 0) printf("MIN_RX host=%d bytes=%lld\n", cx.host, minRx);
+  printf("%s rank %d: %d of %d cases OK\n", fails ? "FAIL" : "OK", cx.rank, cases - fails, cases);
+  return fails ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace ferry::cluster
+
+int main() {
+  using namespace ferry::cluster;
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  Ctx cx;
+  cx.rank = envInt("FERRY_CLUSTER_RANK", -1);
+  cx.nranks = envInt("FERRY_CLUSTER_NRANKS", -1);
+  cx.perHost = envInt("FERRY_CLUSTER_RANKS_PER_HOST", 1);
+  if (cx.rank < 0 || cx.nranks < 1 || cx.rank >= cx.nranks || cx.perHost < 1 || cx.nranks % cx.perHost) {
+    fprintf(stderr, "FAIL cluster_colls: run me under ferry-cluster (FERRY_CLUSTER_RANK/NRANKS unset or bad)\n");
+    return 2;
+  }
+  cx.host = cx.rank / cx.perHost;
+  cx.local = cx.rank % cx.perHost;
+  cx.hosts = cx.nranks / cx.perHost;
+  signal(SIGALRM, onAlarm);
+  alarm(envInt("FERRY_CLUSTER_WATCHDOG_S", 50));
+
+  // Under NCCL_COMM_ID every rank derives the same id; rank 0 hosts the root there.
+  ncclUniqueId id;
+  ncclResult_t r = ncclGetUniqueId(&id);
+  if (r == ncclSuccess) r = ncclCommInitRank(&cx.comm, cx.nranks, id, cx.rank);
+  if (r != ncclSuccess) {
+    printf("FAIL init: %s (%s)\n", ncclGetErrorString(r), ncclGetLastError(nullptr));
+    return 1;
+  }
+  int loopMs = envInt("FERRY_CLUSTER_LOOP_MS", 0);
+  int rc = loopMs > 0 ? runLoop(cx, loopMs) : runAll(cx, {1, 1031, 262147, 1310723});
+  if (rc != 0) {
+    ncclCommAbort(cx.comm);
+    return rc;
+  }
+  ncclResult_t a = ncclCommFinalize(cx.comm);
+  ncclResult_t b = ncclCommDestroy(cx.comm);
+  if (a != ncclSuccess || b != ncclSuccess) {
+    printf("FAIL teardown: finalize %s, destroy %s\n", ncclGetErrorString(a), ncclGetErrorString(b));
+    return 1;
+  }
+  return 0;
+}
