@@ -1,0 +1,200 @@
+// Faults: a connector with the wrong nonce is refused while the right one
+// gets through; a peer that closes or is killed mid-transfer is reported as
+// ncclRemoteError within seconds, never a hang.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "test_net.h"
+#include "transports/netsocket/net_comm.h"
+
+namespace ferry::nettest {
+namespace {
+
+constexpr int64_t kTimeoutMs = 30000;
+
+TEST(NetSocketFault, WrongNonceRefusedRightConnectorAccepted) {
+  Env ifname("NCCL_SOCKET_IFNAME", "lo");
+  Env family("NCCL_SOCKET_FAMILY", "AF_INET");
+  Env nthreads("NCCL_SOCKET_NTHREADS", "2");
+  Pair p;
+  ASSERT_EQ(net()->init(&p.ctxSend, 1, nullptr, nullptr, nullptr), ncclSuccess);
+  ASSERT_EQ(net()->init(&p.ctxRecv, 2, nullptr, nullptr, nullptr), ncclSuccess);
+  ASSERT_EQ(net()->listen(p.ctxRecv, 0, p.handle, &p.listen), ncclSuccess);
+  char bad[NCCL_NET_HANDLE_MAXSIZE];
+  std::memcpy(bad, p.handle, sizeof(bad));
+  reinterpret_cast<netsocket::Handle*>(bad)->nonce ^= 0x1;
+  // The impostor finishes its side (TCP accepts it), but accept() must not.
+  void* impostor = nullptr;
+  int64_t deadline = nowMs() + 10000;
+  while (!impostor) {
+    ASSERT_EQ(net()->connect(p.ctxSend, 0, bad, &impostor, nullptr), ncclSuccess);
+    ASSERT_EQ(net()->accept(p.listen, &p.recv, nullptr), ncclSuccess);
+    ASSERT_EQ(p.recv, nullptr);
+    ASSERT_LT(nowMs(), deadline);
+  }
+  for (int i = 0; i < 50; ++i) {  // let the listener read and refuse the hellos
+    ASSERT_EQ(net()->accept(p.listen, &p.recv, nullptr), ncclSuccess);
+    ASSERT_EQ(p.recv, nullptr);
+    usleep(2000);
+  }
+  while (!p.send || !p.recv) {
+    if (!p.send) {
+      ASSERT_EQ(net()->connect(p.ctxSend, 0, p.handle, &p.send, nullptr), ncclSuccess);
+    }
+    if (!p.recv) {
+      ASSERT_EQ(net()->accept(p.listen, &p.recv, nullptr), ncclSuccess);
+    }
+    ASSERT_LT(nowMs(), deadline);
+  }
+  std::vector<char> out = pattern(3 << 20, 1), in(3 << 20);
+  std::thread s([&] { EXPECT_EQ(sendWait(p.send, out.data(), out.size(), kTimeoutMs), ncclSuccess); });
+  int got = -1;
+  EXPECT_EQ(recvWait(p.recv, in.data(), in.size(), kTimeoutMs, &got), ncclSuccess);
+  s.join();
+  EXPECT_EQ(got, 3 << 20);
+  EXPECT_EQ(in, out);
+  // The listener closed the impostor's sockets: its sends fail as a remote error.
+  std::vector<char> big(16 << 20);
+  EXPECT_EQ(sendWait(impostor, big.data(), big.size(), 5000), ncclRemoteError);
+  EXPECT_EQ(net()->closeSend(impostor), ncclSuccess);
+}
+
+TEST(NetSocketFault, PeerClosesWhileReceivePending) {
+  Env ifname("NCCL_SOCKET_IFNAME", "lo");
+  Env family("NCCL_SOCKET_FAMILY", "AF_INET");
+  Pair p;
+  ASSERT_EQ(connectPair(p), "");
+  std::vector<char> in(1 << 20);
+  void* req = nullptr;
+  void* data = in.data();
+  size_t cap = in.size();
+  int tag = 0;
+  void* mh = nullptr;
+  ASSERT_EQ(net()->irecv(p.recv, 1, &data, &cap, &tag, &mh, nullptr, &req), ncclSuccess);
+  ASSERT_EQ(net()->closeSend(p.send), ncclSuccess);
+  p.send = nullptr;
+  int64_t t0 = nowMs();
+  EXPECT_EQ(waitDone(req, 5000, nullptr), ncclRemoteError);
+  EXPECT_LT(nowMs() - t0, 2000);
+}
+
+// Child: the far end of a connection; killed by the parent mid-transfer.
+// `handleFd`: the child listens and writes the handle there (child receives);
+// otherwise the child connects with the inherited handle (child sends).
+[[noreturn]] void childMain(bool childSends, char* handle, int handleFd) {
+  alarm(60);  // watchdog: never outlive a broken parent
+  void* ctx = nullptr;
+  if (net()->init(&ctx, 3, nullptr, nullptr, nullptr) != ncclSuccess) _exit(2);
+  std::vector<char> buf(64 << 20, 1);
+  void* comm = nullptr;
+  if (childSends) {
+    while (!comm) {
+      if (net()->connect(ctx, 0, handle, &comm, nullptr) != ncclSuccess) _exit(3);
+    }
+    void* req = nullptr;
+    while (!req) net()->isend(comm, buf.data(), buf.size(), 0, nullptr, nullptr, &req);
+    // Caller-driven (0 threads): a few test() calls move part of the message, then stop.
+    int done = 0;
+    for (int i = 0; i < 20; ++i) net()->test(req, &done, nullptr);
+    if (done) _exit(4);
+  } else {
+    void* listen = nullptr;
+    char h[NCCL_NET_HANDLE_MAXSIZE];
+    if (net()->listen(ctx, 0, h, &listen) != ncclSuccess) _exit(5);
+    if (write(handleFd, h, sizeof(h)) != sizeof(h)) _exit(6);
+    while (!comm) {
+      if (net()->accept(listen, &comm, nullptr) != ncclSuccess) _exit(7);
+    }
+    // Never receives: the parent's send stalls on full socket buffers.
+  }
+  pause();
+  _exit(0);
+}
+
+class NetSocketKill : public ::testing::TestWithParam<bool> {};
+
+TEST_P(NetSocketKill, PeerKilledMidTransferIsRemoteError) {
+  bool childSends = GetParam();
+  Env ifname("NCCL_SOCKET_IFNAME", "lo");
+  Env family("NCCL_SOCKET_FAMILY", "AF_INET");
+  // The child moves data only in its own test() calls, so it stops mid-message.
+  Env nthreads("NCCL_SOCKET_NTHREADS", childSends ? "0" : "1");
+  void* ctx = nullptr;
+  ASSERT_EQ(net()->init(&ctx, 4, nullptr, nullptr, nullptr), ncclSuccess);
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* listen = nullptr;
+  if (childSends) {
+    ASSERT_EQ(net()->listen(ctx, 0, handle, &listen), ncclSuccess);
+  }
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) childMain(childSends, handle, fds[1]);
+  close(fds[1]);
+  // Watchdog: whatever happens below, the child dies within 30 s.
+  std::atomic<bool> finished{false};
+  std::thread dog([&] {
+    for (int i = 0; i < 3000 && !finished; ++i) usleep(10000);
+    kill(pid, SIGKILL);
+  });
+  void* comm = nullptr;
+  int64_t deadline = nowMs() + 10000;
+  if (childSends) {
+    while (!comm && nowMs() < deadline) {
+      ASSERT_EQ(net()->accept(listen, &comm, nullptr), ncclSuccess);
+    }
+  } else {
+    pollfd pf{fds[0], POLLIN, 0};
+    ASSERT_EQ(poll(&pf, 1, 10000), 1);
+    ASSERT_EQ(read(fds[0], handle, sizeof(handle)), (ssize_t)sizeof(handle));
+    while (!comm && nowMs() < deadline) {
+      ASSERT_EQ(net()->connect(ctx, 0, handle, &comm, nullptr), ncclSuccess);
+    }
+  }
+  ASSERT_NE(comm, nullptr);
+  std::vector<char> buf(64 << 20);
+  void* req = nullptr;
+  int tag = 0;
+  void* mh = nullptr;
+  void* data = buf.data();
+  size_t cap = buf.size();
+  while (!req && nowMs() < deadline) {
+    ncclResult_t rc = childSends ? net()->irecv(comm, 1, &data, &cap, &tag, &mh, nullptr, &req)
+                                 : net()->isend(comm, data, cap, 0, nullptr, nullptr, &req);
+    ASSERT_EQ(rc, ncclSuccess);
+  }
+  ASSERT_NE(req, nullptr);
+  // Stalled mid-message: not done after a while.
+  EXPECT_EQ(waitDone(req, 300, nullptr), ncclInProgress);
+  kill(pid, SIGKILL);
+  int64_t t0 = nowMs();
+  EXPECT_EQ(waitDone(req, 10000, nullptr), ncclRemoteError);
+  EXPECT_LT(nowMs() - t0, 2000);
+  finished = true;
+  dog.join();
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child exit " << status;
+  close(fds[0]);
+  int64_t c0 = nowMs();
+  EXPECT_EQ(childSends ? net()->closeRecv(comm) : net()->closeSend(comm), ncclSuccess);
+  EXPECT_LT(nowMs() - c0, 1000);  // helper threads joined promptly
+  if (listen) {
+    EXPECT_EQ(net()->closeListen(listen), ncclSuccess);
+  }
+  EXPECT_EQ(net()->finalize(ctx), ncclSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(Direction, NetSocketKill, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? std::string("ChildSends") : std::string("ChildReceives"); });
+
+}  // namespace
+}  // namespace ferry::nettest

@@ -1,0 +1,215 @@
+// Comm: requests of one connection. The control socket carries each request's
+// size (and the data of small requests) in posting order; larger requests are
+// cut into chunks dealt round robin over the data streams. Both ends deal
+// chunks from the same sequence of sizes, so every stream sees the same chunk
+// order on both ends without any per-chunk header.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/config.h"
+#include "core/log.h"
+#include "transports/netsocket/net_comm.h"
+
+namespace ferry::netsocket {
+
+Config readConfig() {
+  using config::Param;
+  Config c;
+  int64_t threads = config::getInt(Param::kSocketNthreads);
+  int64_t socks = config::getInt(Param::kNsocksPerthread);
+  int64_t inl = config::getInt(Param::kNetSocketInlineBytes);
+  if (threads < 0 || threads > kMaxThreads) {
+    FERRY_WARN("NET/Socket: NCCL_SOCKET_NTHREADS=%ld out of range 0..%d, using %d", (long)threads,
+               kMaxThreads, threads < 0 ? 0 : kMaxThreads);
+    threads = std::clamp<int64_t>(threads, 0, kMaxThreads);
+  }
+  int64_t t = threads > 0 ? threads : 1;
+  if (socks < 1 || t * socks > kMaxStreams) {
+    int64_t fixed = std::clamp<int64_t>(socks, 1, kMaxStreams / t);
+    FERRY_WARN("NET/Socket: NCCL_NSOCKS_PERTHREAD=%ld invalid with %ld threads (at most %d "
+               "sockets in all), using %ld", (long)socks, (long)threads, kMaxStreams, (long)fixed);
+    socks = fixed;
+  }
+  c.nThreads = static_cast<int>(threads);
+  c.nSocks = static_cast<int>(socks);
+  c.inlineBytes = static_cast<uint32_t>(std::clamp<int64_t>(inl, 0, 1 << 30));
+  return c;
+}
+
+Result<std::unique_ptr<Comm>> Comm::create(bool send, std::vector<Socket> socks,
+                                           const Config& cfg) {
+  if (socks.size() != static_cast<size_t>(cfg.nStreams()) + 1) {
+    return internalError("NET/Socket: comm needs " + std::to_string(cfg.nStreams() + 1) +
+                         " sockets, got " + std::to_string(socks.size()));
+  }
+  std::unique_ptr<Comm> c(new Comm(send, cfg));
+  for (auto& r : c->reqs_) r.comm = c.get();
+  c->ctrl_ = std::move(socks[0]);
+  for (size_t i = 1; i < socks.size(); ++i) {
+    c->streams_.push_back(std::make_unique<Stream>());
+    c->streams_.back()->sock = std::move(socks[i]);
+  }
+  int nWorkers = cfg.nThreads > 0 ? cfg.nThreads : 1;
+  for (int t = 0; t < nWorkers; ++t) {
+    auto w = std::make_unique<Worker>();
+    w->comm = c.get();
+    for (int k = 0; k < cfg.nSocks; ++k) w->streams.push_back(c->streams_[t * cfg.nSocks + k].get());
+    if (cfg.nThreads > 0) {
+      w->wakeFd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+      if (w->wakeFd < 0) return systemError(std::string("NET/Socket: eventfd failed: ") + std::strerror(errno));
+    }
+    c->workers_.push_back(std::move(w));
+  }
+  // Threads start last: ~Comm joins whatever was started if this fails half way.
+  for (auto& w : c->workers_) {
+    if (w->wakeFd >= 0) w->thread = std::thread(workerMain, w.get(), send);
+  }
+  FERRY_INFO(log::kNet, "NET/Socket: %s comm with %s: %d threads x %d sockets, inline < %u bytes",
+             send ? "send" : "recv", c->peer().toString().c_str(), cfg.nThreads, cfg.nSocks,
+             cfg.inlineBytes);
+  return c;
+}
+
+Comm::~Comm() {
+  for (auto& w : workers_) {
+    w->stop.store(true, std::memory_order_release);
+    w->wake();
+  }
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+    if (w->wakeFd >= 0) ::close(w->wakeFd);
+  }
+}
+
+void Comm::fail(const Status& st) {
+  std::lock_guard<std::mutex> lock(errMu_);
+  if (!failed_.load(std::memory_order_relaxed)) {
+    err_ = st;
+    failed_.store(true, std::memory_order_release);
+  }
+}
+
+Status Comm::failure() {
+  std::lock_guard<std::mutex> lock(errMu_);
+  return err_;
+}
+
+Status Comm::post(void* data, size_t size, Request** out) {
+  *out = nullptr;
+  if (failed_.load(std::memory_order_acquire)) return failure();
+  Request* r = nullptr;
+  for (auto& q : reqs_) {
+    if (q.phase == Phase::kFree) {
+      r = &q;
+      break;
+    }
+  }
+  if (!r) return Status::ok();
+  r->data = static_cast<char*>(data);
+  r->cap = size;
+  r->size = send_ ? size : 0;
+  r->phase = Phase::kHeader;
+  r->hdrDone = r->inlineDone = 0;
+  r->chunksLeft.store(0, std::memory_order_relaxed);
+  ctrlQueue_.push_back(r);
+  *out = r;
+  // Start moving now; the caller's test() calls continue from here.
+  Status st = progress();
+  if (!st.isOk()) fail(st);
+  return Status::ok();
+}
+
+void Comm::startStreams(Request* r) {
+  size_t n = streams_.size();
+  size_t chunk = std::max<size_t>(kMinChunkBytes, (r->size + n - 1) / n);
+  size_t nChunks = (r->size + chunk - 1) / chunk;
+  r->chunksLeft.store(static_cast<int>(nChunks), std::memory_order_release);
+  r->phase = Phase::kStreams;
+  for (size_t k = 0; k < nChunks; ++k) {
+    size_t idx = nextStream_++ % n;
+    Worker& w = *workers_[idx / cfg_.nSocks];
+    Chunk c{r->data + k * chunk, std::min(chunk, r->size - k * chunk), r};
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      streams_[idx]->queue.push_back(c);
+    }
+    w.wake();
+  }
+}
+
+// Advance the control part of the oldest request: header, then inline data.
+Status Comm::progressCtrl(Request* r, bool* moved) {
+  auto* hdr = reinterpret_cast<char*>(&r->size);
+  while (r->hdrDone < sizeof(r->size)) {
+    Result<size_t> n = send_ ? sendSome(ctrl_, hdr + r->hdrDone, sizeof(r->size) - r->hdrDone)
+                             : recvSome(ctrl_, hdr + r->hdrDone, sizeof(r->size) - r->hdrDone);
+    if (!n.isOk()) return n.status();
+    if (n.value() == 0) return Status::ok();
+    r->hdrDone += n.value();
+    *moved = true;
+    if (r->hdrDone == sizeof(r->size) && !send_ && r->size > r->cap) {
+      return invalidUsage("NET/Socket: message truncated: " + peer().toString() + " sent " +
+                          std::to_string(r->size) + " bytes, the receive buffer holds " +
+                          std::to_string(r->cap));
+    }
+  }
+  if (r->size >= cfg_.inlineBytes && r->size > 0) {
+    startStreams(r);
+    return Status::ok();
+  }
+  r->phase = Phase::kInline;
+  while (r->inlineDone < r->size) {
+    char* p = r->data + r->inlineDone;
+    size_t left = r->size - r->inlineDone;
+    Result<size_t> n = send_ ? sendSome(ctrl_, p, left) : recvSome(ctrl_, p, left);
+    if (!n.isOk()) return n.status();
+    if (n.value() == 0) return Status::ok();
+    r->inlineDone += n.value();
+    *moved = true;
+  }
+  r->phase = Phase::kDone;
+  return Status::ok();
+}
+
+Status Comm::progress() {
+  bool moved = true;
+  while (moved) {
+    moved = false;
+    while (!ctrlQueue_.empty()) {
+      Request* r = ctrlQueue_.front();
+      FERRY_TRY(progressCtrl(r, &moved));
+      if (r->phase != Phase::kDone && r->phase != Phase::kStreams) break;
+      ctrlQueue_.pop_front();
+    }
+    // Without helper threads the caller's calls move the streams too.
+    if (cfg_.nThreads == 0) FERRY_TRY(workers_[0]->step(send_, &moved));
+  }
+  return Status::ok();
+}
+
+Status Comm::test(Request* r, bool* done, size_t* size) {
+  *done = false;
+  if (failed_.load(std::memory_order_acquire)) return failure();
+  Status st = progress();
+  if (!st.isOk()) {
+    fail(st);
+    return failure();
+  }
+  bool finished = r->phase == Phase::kDone ||
+                  (r->phase == Phase::kStreams && r->chunksLeft.load(std::memory_order_acquire) == 0);
+  if (!finished) {
+    // A helper thread may have failed while this request waits on it.
+    if (failed_.load(std::memory_order_acquire)) return failure();
+    return Status::ok();
+  }
+  *done = true;
+  if (size) *size = static_cast<size_t>(r->size);
+  r->phase = Phase::kFree;
+  return Status::ok();
+}
+
+}  // namespace ferry::netsocket

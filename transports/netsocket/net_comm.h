@@ -1,0 +1,144 @@
+// Internals of the Socket network: wire formats, the per-connection Comm
+// (control socket + data streams + helper threads) and setup state.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <nccl_net.h>
+
+#include "core/status.h"
+#include "net/sock_addr.h"
+#include "net/socket.h"
+
+namespace ferry::netsocket {
+
+constexpr uint32_t kMagic = 0x464e534bu;  // "FNSK": a stray connection is not a hello
+constexpr int kMaxThreads = 16;
+constexpr int kMaxStreams = 64;
+// Streamed requests are cut into chunks no smaller than this, so a mid-size
+// request does not pay a syscall per stream for a few bytes each.
+constexpr size_t kMinChunkBytes = 64 * 1024;
+
+// Thread/stream layout of a connection; the listener picks it and ships it in
+// the handle so both ends agree whatever their environments say.
+struct Config {
+  int nThreads = 1;      // 0: the caller's test() moves the data streams
+  int nSocks = 1;        // data sockets per thread
+  uint32_t inlineBytes = 65536;
+  int nStreams() const { return (nThreads > 0 ? nThreads : 1) * nSocks; }
+};
+Config readConfig();
+
+// The listen handle as it lives in the caller's 128-byte buffer. `pending`
+// is connect()'s progress (NCCL's socket net keeps it in the handle too).
+struct Handle {
+  uint32_t magic;
+  uint16_t nThreads;
+  uint16_t nSocks;
+  uint64_t nonce;
+  uint32_t inlineBytes;
+  uint8_t addr[SockAddr::kPackedBytes];
+  void* pending;
+};
+static_assert(sizeof(Handle) <= NCCL_NET_HANDLE_MAXSIZE);
+
+// First bytes on every socket of a connection; index 0 is the control socket.
+struct Hello {
+  uint32_t magic;
+  uint32_t index;
+  uint32_t nStreams;
+  uint32_t pad;
+  uint64_t nonce;
+  uint64_t connId;  // groups the sockets of one connector
+};
+
+class Comm;
+
+enum class Phase { kFree, kHeader, kInline, kStreams, kDone };
+
+struct Request {
+  Comm* comm = nullptr;
+  char* data = nullptr;
+  size_t cap = 0;        // posted buffer size
+  uint64_t size = 0;     // sender's size (the wire header)
+  Phase phase = Phase::kFree;
+  size_t hdrDone = 0;
+  size_t inlineDone = 0;
+  std::atomic<int> chunksLeft{0};
+};
+
+struct Chunk {
+  char* ptr = nullptr;
+  size_t len = 0;
+  Request* req = nullptr;
+};
+
+struct Stream {
+  Socket sock;
+  std::deque<Chunk> queue;  // guarded by the owning Worker's mu
+  Chunk cur;                // touched by the owner only
+  size_t curDone = 0;
+  bool hasCur = false;
+};
+
+// Owner of some streams: a helper thread, or (nThreads == 0) the caller.
+struct Worker {
+  Comm* comm = nullptr;
+  std::vector<Stream*> streams;
+  std::mutex mu;
+  int wakeFd = -1;  // eventfd; -1 when the caller drives this worker
+  std::atomic<bool> stop{false};
+  std::thread thread;
+
+  void wake();
+  // Move whatever the sockets take now; *moved reports progress.
+  Status step(bool send, bool* moved);
+  // Wait (bounded) until a stream is ready or wake() is called.
+  Status waitReady(bool send, int timeoutMs);
+};
+void workerMain(Worker* w, bool send);
+
+class Comm {
+ public:
+  // socks[0] is the control socket, then cfg.nStreams() data sockets.
+  static Result<std::unique_ptr<Comm>> create(bool send, std::vector<Socket> socks,
+                                              const Config& cfg);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  // *out = nullptr: too many requests outstanding, retry later.
+  Status post(void* data, size_t size, Request** out);
+  Status test(Request* r, bool* done, size_t* size);
+  // Record the first error; every later call on this comm reports it.
+  void fail(const Status& st);
+  const SockAddr& peer() const { return ctrl_.peer(); }
+
+ private:
+  Comm(bool send, const Config& cfg) : send_(send), cfg_(cfg) {}
+  Status progress();
+  Status progressCtrl(Request* r, bool* moved);
+  void startStreams(Request* r);
+  Status failure();
+
+  bool send_;
+  Config cfg_;
+  Socket ctrl_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  Request reqs_[NCCL_NET_MAX_REQUESTS];
+  std::deque<Request*> ctrlQueue_;  // posted, control part not finished, posting order
+  uint64_t nextStream_ = 0;         // round robin over streams, same on both ends
+  std::mutex errMu_;
+  Status err_;
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace ferry::netsocket

@@ -1,0 +1,255 @@
+// The "Socket" ncclNet_v11_t table: devices from the NCCL_SOCKET_IFNAME /
+// NCCL_SOCKET_FAMILY rules, per-communicator contexts, and the C edge that
+// turns Status into ncclResult_t (with a WARN naming what failed).
+#include "transports/netsocket/socket_net.h"
+
+#include <limits.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/log.h"
+#include "net/interfaces.h"
+#include "transports/netsocket/net_setup.h"
+
+namespace ferry {
+namespace netsocket {
+namespace {
+
+constexpr int kMaxIfs = 16;  // NCCL's MAX_IFS
+constexpr int kDefaultSpeedMbps = 10000;
+
+struct Device {
+  std::string name;
+  SockAddr addr;
+  std::string pciPath;  // empty: virtual
+  int speed = kDefaultSpeedMbps;
+};
+
+struct Context {
+  uint64_t commId = 0;
+  int trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+};
+
+std::mutex gMu;
+// Never freed: getProperties hands out pointers into it. reloadDevices()
+// swaps in a new list and keeps the old one alive for the same reason.
+std::vector<Device>* gDevs = nullptr;
+
+int readSpeed(const std::string& ifname) {
+  std::ifstream f("/sys/class/net/" + ifname + "/speed");
+  long v = -1;
+  if (!(f >> v) || v <= 0) return kDefaultSpeedMbps;  // virtual or link down: unknown
+  return static_cast<int>(v);
+}
+
+std::string readPciPath(const std::string& ifname) {
+  char buf[PATH_MAX];
+  std::string link = "/sys/class/net/" + ifname + "/device";
+  if (!realpath(link.c_str(), buf)) return "";
+  return buf;
+}
+
+Status loadDevicesLocked() {
+  if (gDevs) return Status::ok();
+  FERRY_ASSIGN(std::vector<NetIf> ifs, findInterfaces(kMaxIfs));
+  auto* devs = new std::vector<Device>();
+  std::string list;
+  for (const NetIf& nif : ifs) {
+    Device d{nif.name, nif.addr, readPciPath(nif.name), readSpeed(nif.name)};
+    list += " [" + std::to_string(devs->size()) + "]" + d.name + ":" + d.addr.host();
+    devs->push_back(std::move(d));
+  }
+  gDevs = devs;
+  FERRY_INFO(log::kNet | log::kInit, "NET/Socket : Using%s", list.c_str());
+  return Status::ok();
+}
+
+Status loadDevices() {
+  std::lock_guard<std::mutex> lock(gMu);
+  return loadDevicesLocked();
+}
+
+ncclResult_t toResult(const Status& st) {
+  if (st.isOk()) return ncclSuccess;
+  FERRY_WARN("%s", st.message().c_str());
+  switch (st.code()) {
+    case Code::kSystem: return ncclSystemError;
+    case Code::kInvalidArgument: return ncclInvalidArgument;
+    case Code::kInvalidUsage: return ncclInvalidUsage;
+    case Code::kRemote:
+    case Code::kTimeout: return ncclRemoteError;
+    default: return ncclInternalError;
+  }
+}
+
+ncclResult_t netInit(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
+                     ncclDebugLogger_t, ncclProfilerCallback_t) {
+  if (!ctx) return ncclInternalError;
+  *ctx = nullptr;
+  ncclResult_t rc = toResult(loadDevices());
+  if (rc != ncclSuccess) return rc;
+  auto* c = new Context;
+  c->commId = commId;
+  if (config) c->trafficClass = config->trafficClass;
+  *ctx = c;
+  return ncclSuccess;
+}
+
+ncclResult_t netFinalize(void* ctx) {
+  delete static_cast<Context*>(ctx);
+  return ncclSuccess;
+}
+
+ncclResult_t netDevices(int* ndev) {
+  std::lock_guard<std::mutex> lock(gMu);
+  ncclResult_t rc = toResult(loadDevicesLocked());
+  *ndev = rc == ncclSuccess ? static_cast<int>(gDevs->size()) : 0;
+  return rc;
+}
+
+ncclResult_t netGetProperties(int dev, ncclNetProperties_v11_t* props) {
+  std::lock_guard<std::mutex> lock(gMu);
+  if (!gDevs || dev < 0 || dev >= static_cast<int>(gDevs->size()) || !props) return ncclInvalidArgument;
+  Device& d = (*gDevs)[dev];
+  std::memset(props, 0, sizeof(*props));
+  props->name = d.name.data();
+  props->pciPath = d.pciPath.empty() ? nullptr : d.pciPath.data();
+  props->guid = static_cast<uint64_t>(dev);
+  props->ptrSupport = NCCL_PTR_HOST;
+  props->speed = d.speed;
+  props->latency = 0;
+  props->port = 0;
+  props->maxComms = 65536;
+  props->maxRecvs = 1;
+  props->netDeviceType = NCCL_NET_DEVICE_HOST;
+  props->vProps.ndevs = 1;
+  props->vProps.devs[0] = dev;
+  props->maxP2pBytes = MAX_NET_SIZE;
+  props->maxCollBytes = MAX_NET_SIZE;
+  props->maxMultiRequestSize = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t netListen(void* ctx, int dev, void* handle, void** listenComm) {
+  if (!handle || !listenComm) return ncclInternalError;
+  auto l = listenOn(dev, handle);
+  if (!l.isOk()) return toResult(l.status());
+  *listenComm = l.take().release();
+  return ncclSuccess;
+}
+
+ncclResult_t netConnect(void* ctx, int dev, void* handle, void** sendComm,
+                        ncclNetDeviceHandle_v11_t** sendDevComm) {
+  if (sendDevComm) *sendDevComm = nullptr;
+  Comm* c = nullptr;
+  ncclResult_t rc = toResult(connectStep(handle, &c));
+  *sendComm = c;
+  return rc;
+}
+
+ncclResult_t netAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11_t** recvDevComm) {
+  if (recvDevComm) *recvDevComm = nullptr;
+  Comm* c = nullptr;
+  ncclResult_t rc = toResult(acceptStep(static_cast<ListenComm*>(listenComm), &c));
+  *recvComm = c;
+  return rc;
+}
+
+int gMrToken;  // regMr's handle: registration is a no-op for host memory
+
+ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  if (type != NCCL_PTR_HOST) {
+    FERRY_WARN("NET/Socket: regMr: only host memory is supported (type %d)", type);
+    return ncclInternalError;
+  }
+  *mhandle = &gMrToken;
+  return ncclSuccess;
+}
+
+ncclResult_t netDeregMr(void* comm, void* mhandle) { return ncclSuccess; }
+
+ncclResult_t netIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                      void* phandle, void** request) {
+  Request* r = nullptr;
+  ncclResult_t rc = toResult(static_cast<Comm*>(sendComm)->post(data, size, &r));
+  *request = r;
+  return rc;
+}
+
+ncclResult_t netIrecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
+                      void** mhandles, void** phandles, void** request) {
+  if (n != 1) {
+    FERRY_WARN("NET/Socket: irecv of %d buffers, at most 1 is supported", n);
+    return ncclInternalError;
+  }
+  Request* r = nullptr;
+  ncclResult_t rc = toResult(static_cast<Comm*>(recvComm)->post(data[0], sizes[0], &r));
+  *request = r;
+  return rc;
+}
+
+ncclResult_t netIflush(void*, int, void**, int*, void**, void** request) {
+  // Host memory only: received bytes are visible as soon as recv() returns.
+  FERRY_WARN("NET/Socket: iflush called, but only host memory is supported");
+  return ncclInternalError;
+}
+
+ncclResult_t netTest(void* request, int* done, int* sizes) {
+  auto* r = static_cast<Request*>(request);
+  bool fin = false;
+  size_t size = 0;
+  ncclResult_t rc = toResult(r->comm->test(r, &fin, &size));
+  *done = fin ? 1 : 0;
+  if (fin && sizes) *sizes = static_cast<int>(size);
+  return rc;
+}
+
+ncclResult_t netCloseComm(void* comm) {
+  delete static_cast<Comm*>(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t netCloseListen(void* listenComm) {
+  delete static_cast<ListenComm*>(listenComm);
+  return ncclSuccess;
+}
+
+ncclResult_t netSetNetAttr(void*, ncclNetAttr_v11_t*) { return ncclSuccess; }
+
+const ncclNet_v11_t kSocketNet = {
+    "Socket",       netInit,       netDevices,    netGetProperties, netListen,
+    netConnect,     netAccept,     netRegMr,      nullptr,          netDeregMr,
+    netIsend,       netIrecv,      netIflush,     netTest,          netCloseComm,
+    netCloseComm,   netCloseListen, nullptr,      nullptr,          nullptr,
+    netFinalize,    netSetNetAttr,
+};
+
+}  // namespace
+
+Result<SockAddr> deviceAddr(int dev) {
+  std::lock_guard<std::mutex> lock(gMu);
+  FERRY_TRY(loadDevicesLocked());
+  if (dev < 0 || dev >= static_cast<int>(gDevs->size())) {
+    return invalidArgument("NET/Socket: no device " + std::to_string(dev) + " (" +
+                           std::to_string(gDevs->size()) + " devices)");
+  }
+  return (*gDevs)[dev].addr;
+}
+
+void reloadDevices() {
+  std::lock_guard<std::mutex> lock(gMu);
+  gDevs = nullptr;  // the old list stays allocated: props may still point into it
+  Status st = loadDevicesLocked();
+  if (!st.isOk()) FERRY_WARN("%s", st.message().c_str());
+}
+
+}  // namespace netsocket
+
+const ncclNet_v11_t* socketNet() { return &netsocket::kSocketNet; }
+
+}  // namespace ferry
