@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <tuple>
 
+#include "topology/nicfilter.h"
+
 namespace ferry::topo {
 
 namespace {
@@ -14,7 +16,7 @@ struct NicEnd {
   int load = 0;
 };
 
-std::vector<NicEnd> findNics(const Graph& g) {
+std::vector<NicEnd> findNics(const Graph& g, const HcaFilter& hca) {
   std::vector<NicEnd> out;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     int id = static_cast<int>(i);
@@ -24,8 +26,11 @@ std::vector<NicEnd> findNics(const Graph& g) {
       for (int c : n.children) {
         const Node& net = g.node(c);
         if (net.kind != Kind::kNet) continue;
+        std::string name = net.attr("name"), port = net.attr("port");
+        if (net.attr("virtual") == "1" || isVirtualNetName(name)) continue;
+        if (!hca.accepts(name, port.empty() ? -1 : std::atoi(port.c_str()))) continue;
         std::string sp = net.attr("speed");
-        out.push_back({net.attr("name"), dev, sp.empty() ? -1 : std::atoll(sp.c_str()), 0});
+        out.push_back({name, dev, sp.empty() ? -1 : std::atoll(sp.c_str()), 0});
       }
     } else if (g.isNicPci(id)) {
       bool hasNic = false;
@@ -63,8 +68,8 @@ std::pair<PathType, int> classify(const Graph& g, int gpu, int nicDev) {
 
 }  // namespace
 
-std::vector<Rail> assignRails(const Graph& g) {
-  std::vector<NicEnd> nics = findNics(g);
+std::vector<Rail> assignRails(const Graph& g, const RailOptions& opt) {
+  std::vector<NicEnd> nics = findNics(g, HcaFilter::parse(opt.ibHca));
   long long fastest = -1;
   for (const auto& n : nics) fastest = std::max(fastest, n.speed);
   std::vector<Rail> out;

@@ -24,7 +24,14 @@ struct Rail {
 // 4. tie-break: the NIC with the fewest GPUs already assigned, then the NIC
 //    that comes first in the file. GPUs are taken in file order, so two GPUs
 //    and two NICs on one switch pair up in file order.
-std::vector<Rail> assignRails(const Graph& g);
+//
+// Only eligible NICs compete: virtual interfaces never, and NCCL_IB_HCA
+// (opt.ibHca) decides among named ones (nicfilter.h). A NIC without a <net>
+// (hint files) has no name to match, so the list does not apply to it.
+struct RailOptions {
+  std::string ibHca;  // NCCL_IB_HCA syntax
+};
+std::vector<Rail> assignRails(const Graph& g, const RailOptions& opt = {});
 
 std::string railsJson(const std::vector<Rail>& rails);
 
