@@ -1,0 +1,223 @@
+// listen / connect / accept of the UCX network: a non-blocking handshake over
+// a TCP side channel (see ucx_internal.h).
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "net/socket.h"
+#include "transports/netucx/ucx_internal.h"
+
+namespace ferry::ucx {
+
+namespace {
+
+void epError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto* c = static_cast<Comm*>(arg);
+  c->epFailed = true;
+  c->epStatus = status;
+}
+
+void dropComm(Comm* c) {
+  if (!c) return;
+  c->ch.close();
+  delete c;
+}
+
+ncclResult_t failConnect(Handle* h) {
+  dropComm(h->inProgress);
+  h->inProgress = nullptr;
+  h->stage = 0;
+  return ncclRemoteError;
+}
+
+// Stage 0 → 1: start a non-blocking TCP connect to the listener.
+ncclResult_t startConnect(Context* ctx, Handle* h) {
+  SockAddr to = SockAddr::unpack(h->addr, sizeof(h->addr));
+  if (!to.valid()) {
+    UCX_WARN("connect: the handle carries no valid address");
+    return ncclInvalidArgument;
+  }
+  int fd = ::socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    UCX_WARN("connect: socket() failed: %s", strerror(errno));
+    return ncclSystemError;
+  }
+  auto* c = new Comm;
+  c->ctx = ctx;
+  c->isSend = true;
+  c->ch.fd = fd;
+  h->inProgress = c;
+  if (::connect(fd, to.sa(), to.length()) != 0 && errno != EINPROGRESS) {
+    UCX_WARN("connect to %s failed: %s", to.toString().c_str(), strerror(errno));
+    return failConnect(h);
+  }
+  h->stage = 1;
+  return ncclSuccess;
+}
+
+// Stage 1 → 2 once the TCP connection is up: send our hello.
+ncclResult_t finishTcpConnect(Handle* h, bool* ready) {
+  Comm* c = h->inProgress;
+  pollfd p{c->ch.fd, POLLOUT, 0};
+  *ready = false;
+  if (::poll(&p, 1, 0) <= 0) return ncclSuccess;
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (::getsockopt(c->ch.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+    SockAddr to = SockAddr::unpack(h->addr, sizeof(h->addr));
+    UCX_WARN("connect to %s failed: %s", to.toString().c_str(), strerror(err ? err : errno));
+    return failConnect(h);
+  }
+  (void)setNoDelay(c->ch.fd);
+  putHello(&c->ch, 0, {});  // the receiver needs no address: it never sends data
+  h->stage = 2;
+  *ready = true;
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t createEndpoint(Comm* comm, const std::vector<uint8_t>& remoteAddr) {
+  Context* ctx = comm->ctx;
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep.address = reinterpret_cast<const ucp_address_t*>(remoteAddr.data());
+  ep.err_mode = ctx->noPeerErrMode ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+  ep.err_handler.cb = epError;
+  ep.err_handler.arg = comm;
+  ucs_status_t st = ucp_ep_create(ctx->worker, &ep, &comm->ep);
+  if (st == UCS_ERR_UNREACHABLE && !ctx->noPeerErrMode) {
+    // UCX 1.13's shared-memory transports cannot detect a dead peer, so in
+    // PEER mode they are not eligible at all.
+    UCX_INFO("no transport with peer-failure detection reaches the peer; endpoints of this "
+             "context use UCP_ERR_HANDLING_MODE_NONE (failures are seen on the side channel)");
+    ctx->noPeerErrMode = true;
+    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    st = ucp_ep_create(ctx->worker, &ep, &comm->ep);
+  }
+  if (st != UCS_OK) {
+    UCX_WARN("ucp_ep_create failed: %s", ucs_status_string(st));
+    comm->ep = nullptr;
+    return ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) {
+  *listenComm = nullptr;
+  const std::vector<Device>& devs = devices(nullptr);
+  if (!ctx || dev < 0 || dev >= static_cast<int>(devs.size())) {
+    UCX_WARN("listen: bad context %p or device %d (%zu devices)", ctx, dev, devs.size());
+    return ncclInvalidArgument;
+  }
+  SockAddr addr = SockAddr::unpack(devs[dev].addr.data(), devs[dev].addr.size());
+  auto sock = listenSocket(addr, 64);
+  if (!sock.isOk()) {
+    UCX_WARN("listen on %s failed: %s", devs[dev].name.c_str(), sock.status().message().c_str());
+    return ncclSystemError;
+  }
+  std::memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
+  auto* h = static_cast<Handle*>(handle);
+  h->magic = kMagic;
+  sock.value().peer().pack(h->addr);
+  auto* lc = new ListenComm;
+  lc->ctx = static_cast<Context*>(ctx);
+  lc->dev = dev;
+  lc->listenFd = sock.value().release();
+  *listenComm = lc;
+  return ncclSuccess;
+}
+
+ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm,
+                     ncclNetDeviceHandle_v11_t** sendDevComm) {
+  *sendComm = nullptr;
+  auto* h = static_cast<Handle*>(handle);
+  auto* context = static_cast<Context*>(ctx);
+  if (!context || h->magic != kMagic) {
+    UCX_WARN("connect: bad context %p or handle (magic 0x%x)", ctx, h->magic);
+    return ncclInvalidArgument;
+  }
+  if (h->stage == 0) {
+    ncclResult_t r = startConnect(context, h);
+    if (r != ncclSuccess) return r;
+  }
+  if (h->stage == 1) {
+    bool ready = false;
+    ncclResult_t r = finishTcpConnect(h, &ready);
+    if (r != ncclSuccess || !ready) return r;
+  }
+  Comm* c = h->inProgress;
+  bool done = false;
+  if (c->ch.flush(&done) != ncclSuccess) return failConnect(h);
+  if (!done) return ncclSuccess;
+  if (c->ch.readHello(&done) != ncclSuccess) return failConnect(h);
+  if (!done) return ncclSuccess;
+  std::vector<uint8_t> remote;
+  if (parseHello(c->ch, &c->tag, &remote) != ncclSuccess || remote.empty()) {
+    UCX_WARN("connect: the receiver's hello carries no worker address");
+    return failConnect(h);
+  }
+  std::lock_guard<std::mutex> lock(context->mu);
+  if (createEndpoint(c, remote) != ncclSuccess) return failConnect(h);
+  context->liveComms++;
+  h->inProgress = nullptr;
+  h->stage = 0;
+  *sendComm = c;
+  return ncclSuccess;
+}
+
+ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11_t** recvDevComm) {
+  *recvComm = nullptr;
+  auto* lc = static_cast<ListenComm*>(listenComm);
+  if (!lc->pending) {
+    int fd = ::accept4(lc->listenFd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return ncclSuccess;
+      UCX_WARN("accept failed: %s", strerror(errno));
+      return ncclSystemError;
+    }
+    (void)setNoDelay(fd);
+    lc->pending = new Comm;
+    lc->pending->ctx = lc->ctx;
+    lc->pending->ch.fd = fd;
+    lc->replied = false;
+  }
+  Comm* c = lc->pending;
+  bool done = false;
+  auto fail = [lc] {
+    dropComm(lc->pending);
+    lc->pending = nullptr;
+    return ncclRemoteError;
+  };
+  if (!lc->replied) {
+    if (c->ch.readHello(&done) != ncclSuccess) return fail();
+    if (!done) return ncclSuccess;
+    std::lock_guard<std::mutex> lock(lc->ctx->mu);
+    // Tags are matched worker-wide, so each receive comm gets its own.
+    c->tag = lc->ctx->nextTag++;
+    putHello(&c->ch, c->tag, lc->ctx->workerAddr);
+    lc->replied = true;
+  }
+  if (c->ch.flush(&done) != ncclSuccess) return fail();
+  if (!done) return ncclSuccess;
+  std::lock_guard<std::mutex> lock(lc->ctx->mu);
+  lc->ctx->liveComms++;
+  lc->pending = nullptr;
+  *recvComm = c;
+  return ncclSuccess;
+}
+
+ncclResult_t closeListen(void* listenComm) {
+  auto* lc = static_cast<ListenComm*>(listenComm);
+  if (!lc) return ncclSuccess;
+  if (lc->listenFd >= 0) ::close(lc->listenFd);
+  dropComm(lc->pending);
+  delete lc;
+  return ncclSuccess;
+}
+
+}  // namespace ferry::ucx
