@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -152,6 +153,31 @@ TEST_F(PluginTest, LibraryWithoutSymbolIsWarnedAndSkipped) {
       "(ncclNetPlugin_v11 .. _v6); skipped";
   EXPECT_EQ(log::lastError(), warn);
   EXPECT_EQ(countOf(logText(), "NCCL WARN " + warn + "\n"), 1u) << logText();
+}
+
+TEST_F(PluginTest, AtMostFourteenExternals) {
+  // 15 copies of the v8 test plugin under different paths: distinct libraries.
+  std::string value;
+  for (int i = 0; i < 15; i++) {
+    std::string copy = dir_.file("p" + std::to_string(i) + ".so");
+    std::filesystem::copy_file(pluginPath("libnccl-net-ferrytest.so"), copy);
+    value += (i ? "," : "") + copy;
+  }
+  usePlugins(value.c_str());
+  const auto& nets = externalNets();
+  ASSERT_EQ(nets.size(), 14u) << logText();
+  EXPECT_EQ(log::lastError(), "NET/Plugin: at most 14 external net plugins; ignoring " +
+                                  dir_.file("p14.so") + " and the rest");
+  // Every adapter slot forwards to its own copy of the plugin.
+  for (size_t i = 0; i < nets.size(); i++) {
+    EXPECT_EQ(nets[i].library, dir_.file("p" + std::to_string(i) + ".so"));
+    void* ctx = nullptr;
+    ASSERT_EQ(nets[i].net->init(&ctx, i, nullptr, pluginLogger(), nullptr), ncclSuccess);
+    int ndev = 0;
+    EXPECT_EQ(nets[i].net->devices(&ndev), ncclSuccess);
+    EXPECT_EQ(ndev, 1);
+    EXPECT_EQ(nets[i].net->finalize(ctx), ncclSuccess);
+  }
 }
 
 TEST_F(PluginTest, StaticPluginLooksInTheProgram) {
