@@ -51,7 +51,8 @@ int runLoop(const Ctx& cx, int loopMs) {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
     if (ms.count() >= loopMs) break;
     if (!caseAllReduce(cx, count, Red::kSum, false, /*quiet=*/true)) {
-      printf("FAIL loop: AllReduce iteration %d failed after %lld ms\n", iters, (long long)ms.count());
+      ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+      printf("FAIL loop: AllReduce iteration %d failed, %lld ms into the loop\n", iters, (long long)ms.count());
       fflush(stdout);
       return 1;
     }

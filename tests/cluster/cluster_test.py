@@ -10,7 +10,8 @@ over all hosts >= sum(B) (every byte a host receives was sent by another host th
 bridge). Each namespace's lo is per host, so it cannot carry inter-host bytes; its
 counters are printed for information.
 
---fault: FERRY_CLUSTER_LOOP_MS=20000 (AllReduce loop), host 1 is SIGKILLed after 1.5 s;
+--fault: FERRY_CLUSTER_LOOP_MS=20000 (AllReduce loop), host 1 is SIGKILLed after 1.5 s
+(--kill-mode crash: its links are cut first, and FERRY_TIMEOUT_MS=3000);
 ferry-cluster itself requires every survivor to exit non-zero within --kill-deadline; here
 each survivor must also have printed a `FAIL` line from the library error (not the
 watchdog's).
@@ -103,6 +104,7 @@ def main():
     ap.add_argument("--ranks-per-host", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=50)
     ap.add_argument("--fault", action="store_true")
+    ap.add_argument("--kill-mode", choices=["signal", "crash"], default="signal")
     args = ap.parse_args()
     env = dict(os.environ)
     # The ranks' own watchdog fires before the launcher's timeout: a hang names itself.
@@ -114,7 +116,11 @@ def main():
         check_traffic(args, out, doc)
     else:
         env["FERRY_CLUSTER_LOOP_MS"] = "20000"
+        if args.kill_mode == "crash":
+            # No FIN/RST reaches the survivors: only Ferry's no-progress deadline can end them.
+            env["FERRY_TIMEOUT_MS"] = "3000"
         rc, out, doc = run_launcher(args, ["--kill-host", "1", "--kill-after", "1500",
+                                           "--kill-mode", args.kill_mode,
                                            "--kill-deadline", "10000"], env)
         if rc != 0:
             fail("ferry-cluster's fault verdict: exit %d" % rc)
