@@ -1,8 +1,11 @@
 // Ring schedules: AllReduce, ReduceScatter, AllGather, Broadcast, Reduce.
 //
-// Every rank sends only to next = rank+1 and receives only from
-// prev = rank-1, so each link carries the bandwidth-optimal 2(n-1)/n (or
-// (n-1)/n) of the data, and one lane per rank keeps the connection order.
+// Ranks sit on a ring in CollArgs::ringOrder (rank order by default). Every
+// rank sends only to the next position and receives only from the previous
+// one, so each link carries the bandwidth-optimal 2(n-1)/n (or (n-1)/n) of
+// the data, and one lane per rank keeps the connection order. Chunk
+// arithmetic runs on ring positions; blockOf() maps a position-indexed chunk
+// back to the rank whose block it is (ReduceScatter/AllGather).
 #include <algorithm>
 
 #include "algorithms/schedule.h"
@@ -11,11 +14,21 @@ namespace ferry {
 namespace {
 
 struct Ring {
-  int rank, n, next, prev;
-  explicit Ring(const CollArgs& a)
-      : rank(a.rank), n(a.nranks), next((a.rank + 1) % a.nranks),
-        prev((a.rank - 1 + a.nranks) % a.nranks) {}
+  int pos, n, next, prev;  // pos: this rank's ring position
+  const std::vector<int>* order;
+  explicit Ring(const CollArgs& a) : pos(posOf(a, a.rank)), n(a.nranks), order(a.ringOrder) {
+    next = blockOf(mod(pos + 1));
+    prev = blockOf(mod(pos - 1));
+  }
+  static int posOf(const CollArgs& a, int r) {
+    if (!a.ringOrder) return r;
+    for (int p = 0; p < a.nranks; ++p)
+      if ((*a.ringOrder)[p] == r) return p;
+    return r;
+  }
   int mod(int c) const { return ((c % n) + n) % n; }
+  // The rank at ring position p (= whose block chunk p is).
+  int blockOf(int p) const { return order ? (*order)[p] : p; }
 };
 
 // Rounds that move at most chunkBytes per step (see CollArgs::chunkBytes).
@@ -47,18 +60,18 @@ Lane singleCopy(size_t bytes) {
 template <typename In, typename Out, typename Bytes>
 void reducePhase(const Ring& r, int shift, bool alsoSend, In inAt, Out outAt, Bytes bytes,
                  std::vector<Step>* steps) {
-  int c0 = r.mod(r.rank + shift);
+  int c0 = r.mod(r.pos + shift);
   Step first = step(StepKind::kSend, r.next, -1, in(inAt(c0)), {}, bytes(c0));
   first.scaleSrc = true;
   first.peerReduces = true;
   steps->push_back(first);
   for (int k = 1; k < r.n - 1; ++k) {
-    int c = r.mod(r.rank + shift - k);
+    int c = r.mod(r.pos + shift - k);
     Step s = step(StepKind::kRecvReduceSend, r.next, r.prev, in(inAt(c)), {}, bytes(c));
     s.scaleSrc = true;
     steps->push_back(s);
   }
-  int c = r.mod(r.rank + shift - (r.n - 1));
+  int c = r.mod(r.pos + shift - (r.n - 1));
   StepKind k = alsoSend ? StepKind::kRecvReduceCopySend : StepKind::kRecvReduceCopy;
   Step last = step(k, alsoSend ? r.next : -1, r.prev, in(inAt(c)), out(outAt(c)), bytes(c));
   last.scaleSrc = true;
@@ -76,7 +89,7 @@ Schedule allReduce(const CollArgs& a) {
     reducePhase(r, 0, true, at, at, bytes, &s);
     // Gather phase: rank r owns chunk r+1 now and receives chunk r, r-1, ...
     for (int j = 1; j < r.n; ++j) {
-      int c = r.mod(r.rank - j + 1);
+      int c = r.mod(r.pos - j + 1);
       bool last = j == r.n - 1;
       s.push_back(step(last ? StepKind::kRecv : StepKind::kRecvCopySend, last ? -1 : r.next,
                        r.prev, {}, out(at(c)), bytes(c)));
@@ -91,7 +104,8 @@ Schedule reduceScatter(const CollArgs& a) {
   std::vector<Step> s;
   forEachRound(a.count, a.elemSize, 1, a.chunkBytes, [&](size_t base, size_t len) {
     size_t off = base * a.elemSize, bytes = len * a.elemSize;
-    reducePhase(r, -1, false, [&](int c) { return c * block + off; }, [&](int) { return off; },
+    reducePhase(r, -1, false, [&](int c) { return r.blockOf(c) * block + off; },
+                [&](int) { return off; },
                 [&](int) { return bytes; }, &s);
   });
   return Schedule{"ring", {Lane{std::move(s)}}};
@@ -101,15 +115,15 @@ Schedule allGather(const CollArgs& a) {
   Ring r(a);
   size_t block = a.count * a.elemSize;
   std::vector<Step> s;
-  if (!a.inPlace) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(block * r.rank), block));
+  if (!a.inPlace) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(block * a.rank), block));
   forEachRound(a.count, a.elemSize, 1, a.chunkBytes, [&](size_t base, size_t len) {
     size_t off = base * a.elemSize, bytes = len * a.elemSize;
     s.push_back(step(StepKind::kSend, r.next, -1, in(off), {}, bytes));
     for (int j = 1; j < r.n; ++j) {
-      int c = r.mod(r.rank - j);
+      int c = r.mod(r.pos - j);
       bool last = j == r.n - 1;
       s.push_back(step(last ? StepKind::kRecv : StepKind::kRecvCopySend, last ? -1 : r.next,
-                       r.prev, {}, out(block * c + off), bytes));
+                       r.prev, {}, out(block * r.blockOf(c) + off), bytes));
     }
   });
   return Schedule{"ring", {Lane{std::move(s)}}};
@@ -118,7 +132,7 @@ Schedule allGather(const CollArgs& a) {
 Schedule broadcast(const CollArgs& a) {
   Ring r(a);
   size_t bytes = a.count * a.elemSize;
-  int pos = r.mod(r.rank - a.root);
+  int pos = r.mod(r.pos - Ring::posOf(a, a.root));
   std::vector<Step> s;
   if (pos == 0) {
     if (!a.inPlace) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(0), bytes));
@@ -134,7 +148,7 @@ Schedule broadcast(const CollArgs& a) {
 Schedule reduce(const CollArgs& a) {
   Ring r(a);
   size_t bytes = a.count * a.elemSize;
-  int pos = r.mod(r.rank - a.root - 1);  // the chain starts after the root, ends at it
+  int pos = r.mod(r.pos - Ring::posOf(a, a.root) - 1);  // the chain starts after the root, ends at it
   Step s;
   if (pos == 0) {
     s = step(StepKind::kSend, r.next, -1, in(0), {}, bytes);

@@ -103,6 +103,9 @@ struct CollArgs {
   // a core of its own: large AllReduce then uses the direct reduce-scatter +
   // all-gather.
   bool allLocal = false;
+  // Ring order: position -> rank (null: rank order). Communicators keep each
+  // host's ranks contiguous so a ring crosses every host boundary once.
+  const std::vector<int>* ringOrder = nullptr;
 };
 
 inline Step makeStep(StepKind kind, int sendPeer, int recvPeer, Region src, Region dst,

@@ -93,6 +93,9 @@ class Comm final : public ConnectionSource {
   const std::string& algoFilter() const { return algoFilter_; }
   size_t directMaxBytes() const { return directMaxBytes_; }
   bool allLocal() const { return allLocal_; }
+  // Ring position -> rank: ranks grouped by host (hosts in order of their
+  // lowest rank), so rings cross each host boundary once.
+  const std::vector<int>& ringOrder() const { return ringOrder_; }
   int64_t timeoutMs() const { return timeoutMs_; }
   uint64_t commHash() const { return ctx_.commHash; }
   int nextSplitSeq() { return splitSeq_++; }
@@ -132,6 +135,7 @@ class Comm final : public ConnectionSource {
   size_t chunkBytes_ = 0;
   std::string algoFilter_;  // NCCL_ALGO, read once
   size_t directMaxBytes_ = 0;
+  std::vector<int> ringOrder_;
   bool allLocal_ = false;   // one machine, shared memory and CMA allowed
   int64_t timeoutMs_ = 30000;
   int64_t peerCheckMs_ = 100;
@@ -147,5 +151,8 @@ bool isLiveComm(const void* c);
 
 // Status -> ncclResult_t, the single mapping used at the C ABI edge.
 ncclResult_t toNcclResult(const Status& st);
+
+// The ring order of a communicator with these peers (see Comm::ringOrder).
+std::vector<int> hostContiguousOrder(const std::vector<PeerInfo>& peers);
 
 }  // namespace ferry

@@ -59,6 +59,7 @@ CollArgs planArgs(Comm* c, const CollArgs& call) {
   args.chunkBytes = c->chunkBytes();
   args.directMaxBytes = c->directMaxBytes();
   args.allLocal = c->allLocal();
+  args.ringOrder = &c->ringOrder();
   return args;
 }
 

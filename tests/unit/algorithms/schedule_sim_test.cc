@@ -96,7 +96,8 @@ int64_t val(int rank, size_t i) { return rank * 1000003 + static_cast<int64_t>(i
 
 // Builds schedules and buffers for `kind`; returns the simulator after running.
 Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes,
-             size_t directMaxBytes = 0, bool allLocal = false) {
+             size_t directMaxBytes = 0, bool allLocal = false,
+             const std::vector<int>* ringOrder = nullptr) {
   Sim sim{n, {}, {}, {}};
   size_t inElems = count, outElems = count;
   if (kind == CollKind::kAllGather || kind == CollKind::kAllToAll) outElems = count * n;
@@ -104,7 +105,7 @@ Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes,
   if (kind == CollKind::kGather) outElems = count * n;
   if (kind == CollKind::kScatter) inElems = count * n;
   for (int r = 0; r < n; ++r) {
-    CollArgs a{kind, r, n, root, count, 8, false, chunkBytes, directMaxBytes, allLocal};
+    CollArgs a{kind, r, n, root, count, 8, false, chunkBytes, directMaxBytes, allLocal, ringOrder};
     Result<Schedule> s = selectSchedule(a, "");
     EXPECT_TRUE(s.isOk());
     // No (peer, direction) may be used by two lanes.
@@ -204,6 +205,41 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ScheduleSim,
                                                               size_t{1000}),
                                             // chunk bytes: one round, or rounds of 3 elements
                                             ::testing::Values(size_t{0}, size_t{24})));
+
+// Ranks placed round-robin over two hosts (even ranks on one, odd on the
+// other): the ring runs in the order 0 2 4 .. 1 3 5 .., so it crosses the
+// host boundary twice, and every ring collective stays exact.
+TEST(ScheduleSim, RingFollowsRingOrder) {
+  for (int n : {2, 3, 5, 8}) {
+    std::vector<int> order;
+    for (int r = 0; r < n; r += 2) order.push_back(r);
+    for (int r = 1; r < n; r += 2) order.push_back(r);
+    size_t count = 37;
+    for (size_t chunk : {size_t{0}, size_t{24}}) {
+      Sim ar = simulate(CollKind::kAllReduce, n, count, 0, chunk, 0, false, &order);
+      for (int p = 0; p < n; ++p) {
+        int r = order[p];
+        EXPECT_EQ(ar.scheds[r].lanes[0].steps[0].sendPeer, order[(p + 1) % n]) << "n " << n;
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(ar, r, i), sumAt(n, i));
+      }
+      Sim rs = simulate(CollKind::kReduceScatter, n, count, 0, chunk, 0, false, &order);
+      Sim ag = simulate(CollKind::kAllGather, n, count, 0, chunk, 0, false, &order);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(outAt(rs, r, i), sumAt(n, r * count + i)) << "reduce-scatter n " << n;
+          for (int p = 0; p < n; ++p) ASSERT_EQ(outAt(ag, r, p * count + i), val(p, i));
+        }
+      for (int root = 0; root < n; ++root) {
+        Sim b = simulate(CollKind::kBroadcast, n, count, root, chunk, 0, false, &order);
+        Sim red = simulate(CollKind::kReduce, n, count, root, chunk, 0, false, &order);
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(outAt(red, root, i), sumAt(n, i)) << "reduce root " << root;
+          for (int r = 0; r < n; ++r) ASSERT_EQ(outAt(b, r, i), val(root, i));
+        }
+      }
+    }
+  }
+}
 
 TEST(ScheduleSim, P2pLanesKeepOrderPerPeer) {
   std::vector<P2pOp> ops = {{true, 1, 8}, {false, 1, 8}, {true, 1, 16}, {true, 2, 8}};
