@@ -66,7 +66,8 @@ for K in $HOSTS; do
   rc=$?
   [ $rc -eq 77 ] && { cat "$OUT/tcp$K"; exit 77; }
   grep -E 'tcp_bw (streams|server)' "$OUT/tcp$K"
-  tcp=$(sed -n 's/.*tcp_bw streams=.* GB\/s=\([0-9.]*\)$/\1/p' "$OUT/tcp$K")
+  tcp=$(sed -n 's/.*tcp_bw streams=.* seconds=\([0-9.]*\) bytes=\([0-9]*\) .*/\2 \1/p' "$OUT/tcp$K" |
+        awk '{ printf "%.4f", $1 / $2 / 1e9 }')
   [ $rc -eq 0 ] && [ -n "$tcp" ] || { cat "$OUT/tcp$K"; echo "cluster_bench.sh: tcp_bw failed ($rc)" >&2; exit 1; }
 
   echo "+ ferry-cluster --hosts $K --ranks-per-host $PER_HOST ${SHAPE_ARGS[*]} -- all_reduce_perf ${PERF_ARGS[*]}"
@@ -75,11 +76,13 @@ for K in $HOSTS; do
   rc=$?
   grep '^\[h0\.r0\]' "$OUT/ar$K" | sed 's/^\[h0\.r0\] //'
   [ $rc -eq 0 ] || { grep -v '^\[h0\.r0\]' "$OUT/ar$K" | tail -20; echo "cluster_bench.sh: all_reduce_perf failed ($rc)" >&2; exit 1; }
-  # Data rows of rank 0: size count type redop root time algbw busbw #wrong ...
-  while read -r size busbw; do
-    summary+=("$(awk -v k="$K" -v p="$PER_HOST" -v s="$size" -v b="$busbw" -v t="$tcp" \
-      'BEGIN { printf "%5d %8d %12d %12.3f %10.3f %8.3f", k, k * p, s, b, t, b / t }')")
-  done < <(sed -n 's/^\[h0\.r0\] *\([0-9][0-9]*\) .*/&/p' "$OUT/ar$K" | awk '{print $2, $9}')
+  # Data rows of rank 0: size count type redop root time(us) algbw busbw #wrong ...; busbw
+  # is recomputed from the time (the table rounds it to 0.01 GB/s): size/t * 2(n-1)/n.
+  while read -r size us; do
+    summary+=("$(awk -v k="$K" -v p="$PER_HOST" -v s="$size" -v us="$us" -v t="$tcp" \
+      'BEGIN { n = k * p; b = s / us / 1e3 * 2 * (n - 1) / n;
+               printf "%5d %8d %12d %12.4f %10.4f %8.3f", k, n, s, b, t, b / t }')")
+  done < <(grep -E '^\[h0\.r0\] +[0-9]+ ' "$OUT/ar$K" | awk '{print $2, $7}')
 done
 
 echo
