@@ -17,6 +17,7 @@ namespace {
 void epError(void* arg, ucp_ep_h ep, ucs_status_t status) {
   auto* c = static_cast<Comm*>(arg);
   c->epFailed = true;
+  c->ctx->peerFailed = true;
   c->epStatus = status;
 }
 
@@ -26,8 +27,29 @@ void dropComm(Comm* c) {
   delete c;
 }
 
+// A half-made endpoint: force it closed. Freeing a request still in flight
+// is allowed (UCX releases it on completion); none has a callback into c.
+void abandonEndpoint(Comm* c) {
+  if (c->pingReq) ucp_request_free(c->pingReq);
+  c->pingReq = nullptr;
+  if (!c->ep) return;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  ucs_status_ptr_t sp = ucp_ep_close_nbx(c->ep, &p);
+  c->ep = nullptr;
+  if (UCS_PTR_IS_PTR(sp)) ucp_request_free(sp);
+}
+
+// Give up a connect in progress. The caller must not hold the context lock.
 ncclResult_t failConnect(Handle* h) {
-  dropComm(h->inProgress);
+  Comm* c = h->inProgress;
+  if (c) {
+    std::lock_guard<std::mutex> lock(c->ctx->mu);
+    c->ctx->peerFailed = true;
+    abandonEndpoint(c);
+  }
+  dropComm(c);
   h->inProgress = nullptr;
   h->stage = 0;
   return ncclRemoteError;
@@ -75,6 +97,93 @@ ncclResult_t finishTcpConnect(Handle* h, bool* ready) {
   putHello(&c->ch, 0, {});  // the receiver needs no address: it never sends data
   h->stage = 2;
   *ready = true;
+  return ncclSuccess;
+}
+
+
+// Stage 2 → 3: trade hellos, create the endpoint, start the ping.
+ncclResult_t exchangeHello(Context* ctx, Handle* h) {
+  Comm* c = h->inProgress;
+  bool done = false;
+  if (c->ch.flush(&done) != ncclSuccess) return failConnect(h);
+  if (!done) return ncclSuccess;
+  if (c->ch.readHello(&done) != ncclSuccess) return failConnect(h);
+  if (!done) return ncclSuccess;
+  std::vector<uint8_t> remote;
+  if (parseHello(c->ch, &c->tag, &remote) != ncclSuccess || remote.empty()) {
+    UCX_WARN("connect: the receiver's hello carries no worker address");
+    return failConnect(h);
+  }
+  ucs_status_ptr_t sp = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    if (createEndpoint(c, remote) == ncclSuccess) {
+      // The connection counts as made once UCX has wired it up both ways:
+      // a synchronous send completes only when the receiver's ack came back.
+      // UCX 1.13 (assertions on) aborts the process if a peer dies while a
+      // wireup reply toward it is still queued, which a lazily wired reverse
+      // path otherwise risks at the first rendezvous.
+      ucp_request_param_t p{};
+      sp = ucp_tag_send_sync_nbx(c->ep, nullptr, 0, c->tag | kPingTagBit, &p);
+      if (UCS_PTR_IS_ERR(sp)) {
+        UCX_WARN("connect: handshake ping failed: %s", ucs_status_string(UCS_PTR_STATUS(sp)));
+      }
+    }
+  }
+  if (!c->ep || UCS_PTR_IS_ERR(sp)) return failConnect(h);
+  c->pingReq = sp;
+  h->stage = 3;
+  return ncclSuccess;
+}
+
+// Stage 3: *wired once the ping was acknowledged.
+ncclResult_t awaitWireup(Comm* c, bool* wired) {
+  *wired = false;
+  if (c->pingReq) {
+    progress(c->ctx);
+    ucs_status_t st = ucp_request_check_status(c->pingReq);
+    if (st == UCS_INPROGRESS) {
+      if (!c->ch.peerClosed() && !c->epFailed) return ncclSuccess;
+      UCX_WARN("connect: the peer went away while the connection was being wired up");
+      return ncclRemoteError;
+    }
+    ucp_request_free(c->pingReq);
+    c->pingReq = nullptr;
+    if (st != UCS_OK) {
+      UCX_WARN("connect: wiring up the endpoint failed: %s", ucs_status_string(st));
+      return ncclRemoteError;
+    }
+  }
+  *wired = true;
+  return ncclSuccess;
+}
+
+// Drop an accept in progress. The caller must not hold the context lock.
+void dropPending(ListenComm* lc) {
+  Comm* c = lc->pending;
+  lc->pending = nullptr;
+  if (!c) return;
+  if (c->pingReq) {
+    std::lock_guard<std::mutex> lock(lc->ctx->mu);
+    ucp_request_cancel(lc->ctx->worker, c->pingReq);
+    ucp_request_free(c->pingReq);
+  }
+  dropComm(c);
+}
+
+// The connector's one-byte "wired up" notice.
+ncclResult_t readReady(Comm* c, bool* ready) {
+  uint8_t b = 0;
+  ssize_t n = ::recv(c->ch.fd, &b, 1, MSG_DONTWAIT);
+  *ready = n == 1 && b == kReadyByte;
+  if (n == 1 && b != kReadyByte) {
+    UCX_WARN("accept: unexpected handshake byte 0x%x", b);
+    return ncclRemoteError;
+  }
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    UCX_WARN("accept: the connector went away during wireup (%s)", n == 0 ? "EOF" : strerror(errno));
+    return ncclRemoteError;
+  }
   return ncclSuccess;
 }
 
@@ -150,23 +259,36 @@ ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm,
     ncclResult_t r = finishTcpConnect(h, &ready);
     if (r != ncclSuccess || !ready) return r;
   }
-  Comm* c = h->inProgress;
-  bool done = false;
-  if (c->ch.flush(&done) != ncclSuccess) return failConnect(h);
-  if (!done) return ncclSuccess;
-  if (c->ch.readHello(&done) != ncclSuccess) return failConnect(h);
-  if (!done) return ncclSuccess;
-  std::vector<uint8_t> remote;
-  if (parseHello(c->ch, &c->tag, &remote) != ncclSuccess || remote.empty()) {
-    UCX_WARN("connect: the receiver's hello carries no worker address");
-    return failConnect(h);
+  if (h->stage == 2) {
+    ncclResult_t r = exchangeHello(context, h);
+    if (r != ncclSuccess || h->stage != 3) return r;
   }
-  std::lock_guard<std::mutex> lock(context->mu);
-  if (createEndpoint(c, remote) != ncclSuccess) return failConnect(h);
-  context->liveComms++;
+  bool wired = false;
+  ncclResult_t r;
+  {
+    std::lock_guard<std::mutex> lock(context->mu);
+    r = awaitWireup(h->inProgress, &wired);
+  }
+  if (r != ncclSuccess) return failConnect(h);
+  if (!wired) return ncclSuccess;
+  Comm* c = h->inProgress;
+  if (h->stage == 3) {
+    // Tell the acceptor the endpoint is wired up; it progresses its worker
+    // (which our flush needed) until this byte arrives.
+    c->ch.out.assign(1, kReadyByte);
+    c->ch.sent = 0;
+    h->stage = 4;
+  }
+  bool sent = false;
+  if (c->ch.flush(&sent) != ncclSuccess) return failConnect(h);
+  if (!sent) return ncclSuccess;
+  {
+    std::lock_guard<std::mutex> lock(context->mu);
+    context->liveComms++;
+  }
+  *sendComm = c;
   h->inProgress = nullptr;
   h->stage = 0;
-  *sendComm = c;
   return ncclSuccess;
 }
 
@@ -189,8 +311,7 @@ ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11_t
   Comm* c = lc->pending;
   bool done = false;
   auto fail = [lc] {
-    dropComm(lc->pending);
-    lc->pending = nullptr;
+    dropPending(lc);
     return ncclRemoteError;
   };
   if (!lc->replied) {
@@ -199,13 +320,36 @@ ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11_t
     std::lock_guard<std::mutex> lock(lc->ctx->mu);
     // Tags are matched worker-wide, so each receive comm gets its own.
     c->tag = lc->ctx->nextTag++;
+    ucp_request_param_t p{};
+    ucs_status_ptr_t sp =
+        ucp_tag_recv_nbx(lc->ctx->worker, nullptr, 0, c->tag | kPingTagBit, ~ucp_tag_t(0), &p);
+    if (UCS_PTR_IS_ERR(sp)) {
+      UCX_WARN("accept: posting the handshake ping failed: %s",
+               ucs_status_string(UCS_PTR_STATUS(sp)));
+      return ncclSystemError;  // the comm stays pending; closeListen frees it
+    }
+    c->pingReq = sp;
     putHello(&c->ch, c->tag, lc->ctx->workerAddr);
     lc->replied = true;
   }
   if (c->ch.flush(&done) != ncclSuccess) return fail();
   if (!done) return ncclSuccess;
-  std::lock_guard<std::mutex> lock(lc->ctx->mu);
-  lc->ctx->liveComms++;
+  bool ready = false;
+  ncclResult_t r;
+  {
+    std::lock_guard<std::mutex> lock(lc->ctx->mu);
+    progress(lc->ctx);  // the connector's wireup needs our worker
+    r = readReady(c, &ready);
+    if (r != ncclSuccess) lc->ctx->peerFailed = true;
+    if (r == ncclSuccess && ready) {
+      // The ping was matched (the connector saw its ack before sending ready).
+      if (c->pingReq) ucp_request_free(c->pingReq);
+      c->pingReq = nullptr;
+      lc->ctx->liveComms++;
+    }
+  }
+  if (r != ncclSuccess) return fail();
+  if (!ready) return ncclSuccess;
   lc->pending = nullptr;
   *recvComm = c;
   return ncclSuccess;
@@ -215,7 +359,7 @@ ncclResult_t closeListen(void* listenComm) {
   auto* lc = static_cast<ListenComm*>(listenComm);
   if (!lc) return ncclSuccess;
   if (lc->listenFd >= 0) ::close(lc->listenFd);
-  dropComm(lc->pending);
+  dropPending(lc);
   delete lc;
   return ncclSuccess;
 }

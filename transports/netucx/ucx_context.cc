@@ -96,6 +96,12 @@ ncclResult_t finalize(void* ctx) {
              c->liveComms);
     return ncclInternalError;
   }
+  if (c->peerFailed) {
+    UCX_INFO("finalize comm 0x%lx: a peer failed; the UCP worker is not destroyed "
+             "(UCX 1.13 may abort tearing it down)", static_cast<unsigned long>(c->commId));
+    delete c;
+    return ncclSuccess;
+  }
   destroyContext(c);
   return ncclSuccess;
 }

@@ -50,6 +50,11 @@ struct Context {
   // UCX found no transport able to detect peer failures (e.g. UCX_TLS=sm in
   // 1.13): endpoints go without UCX error handling; the side channel remains.
   bool noPeerErrMode = false;
+  // A peer of this context failed. UCX 1.13 (assertions on, as Debian ships
+  // it) can abort in ucp_worker_destroy when an internal endpoint still holds
+  // a wireup message for a dead peer (fixed upstream, openucx/ucx#8175), so
+  // finalize then leaves the worker and context allocated.
+  bool peerFailed = false;
 };
 // Drive the worker until it reports no more work (bounded).
 void progress(Context* ctx);
@@ -71,6 +76,9 @@ struct Channel {
 
 constexpr uint32_t kMagic = 0x46554358;  // "FUCX"
 constexpr uint32_t kVersion = 1;
+constexpr uint8_t kReadyByte = 0x52;  // connector → acceptor: endpoint wired up
+// Tag bit of the handshake ping (connection tags are small counters).
+constexpr uint64_t kPingTagBit = 1ull << 63;
 struct Hello {
   uint32_t magic;
   uint32_t version;
@@ -104,6 +112,7 @@ struct Comm {
   Channel ch;
   uint64_t tag = 0;
   ucp_ep_h ep = nullptr;       // send side only
+  void* pingReq = nullptr;     // while connecting: the handshake ping
   bool epFailed = false;       // UCX reported the endpoint broken
   ucs_status_t epStatus = UCS_OK;
   bool peerGone = false;       // the side channel saw EOF
@@ -125,7 +134,7 @@ struct ListenComm {
 // since connect() is called again with the same handle until it finishes.
 struct Handle {
   uint32_t magic;
-  uint32_t stage;       // connector: 0 start, 1 TCP connecting, 2 hello sent
+  uint32_t stage;       // connector: 0 start, 1 TCP connecting, 2 hellos, 3 wireup, 4 ready sent
   uint8_t addr[28];     // SockAddr::pack() of the listener
   uint32_t pad;
   Comm* inProgress;     // connector: the send comm being built

@@ -16,6 +16,8 @@ namespace {
 constexpr int64_t kGraceMs = 1000;
 constexpr int64_t kCheckEveryMs = 5;
 constexpr int64_t kCloseDeadlineMs = 5000;
+// Without UCX error handling (shared memory) sends to a dead peer never end.
+constexpr int64_t kCloseFailedDeadlineMs = 200;
 
 void sendDone(void* request, ucs_status_t status, void* user) {
   auto* r = static_cast<Request*>(user);
@@ -45,6 +47,7 @@ void release(Request* r) {
 }
 
 void warnGone(Comm* c, const char* why) {
+  c->ctx->peerFailed = true;
   if (c->warned) return;
   c->warned = true;
   UCX_WARN("%s connection (tag %lu): peer failed: %s", c->isSend ? "send" : "receive",
@@ -126,12 +129,16 @@ ncclResult_t closeComm(Comm* c) {
     if (UCS_PTR_IS_PTR(sp)) closeReq = sp;
     c->ep = nullptr;
   }
-  int64_t deadline = nowMs() + kCloseDeadlineMs;
+  bool failed = c->epFailed || c->peerGone;
+  int64_t deadline = nowMs() + (failed ? kCloseFailedDeadlineMs : kCloseDeadlineMs);
   while (busy(c, closeReq)) {
     if (nowMs() > deadline) {
       // UCX still owns requests that point into c: leaking is the safe choice.
-      UCX_WARN("closing a connection: UCX did not finish its requests within %ld ms; leaking it",
-               static_cast<long>(kCloseDeadlineMs));
+      if (!failed) {
+        UCX_WARN("closing a connection: UCX did not finish its requests within %ld ms; "
+                 "leaking them", static_cast<long>(kCloseDeadlineMs));
+      }
+      ctx->peerFailed = true;  // the worker must outlive those requests
       c->ch.close();
       ctx->liveComms--;
       return ncclSuccess;
