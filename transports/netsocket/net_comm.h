@@ -120,6 +120,8 @@ class Comm {
   // Record the first error; every later call on this comm reports it.
   void fail(const Status& st);
   const SockAddr& peer() const { return ctrl_.peer(); }
+  // True the first time only: a dead comm is WARNed about once, not per test().
+  bool firstReport() { return !reported_.exchange(true); }
 
  private:
   Comm(bool send, const Config& cfg) : send_(send), cfg_(cfg) {}
@@ -139,6 +141,7 @@ class Comm {
   std::mutex errMu_;
   Status err_;
   std::atomic<bool> failed_{false};
+  std::atomic<bool> reported_{false};
 };
 
 }  // namespace ferry::netsocket

@@ -28,7 +28,8 @@ bool takeNext(Worker& w, Stream& s) {
 
 // Drive one stream until its socket would block or its queue is empty.
 Status pump(Worker& w, Stream& s, bool send, bool* moved) {
-  while (s.hasCur || takeNext(w, s)) {
+  // Checking stop here bounds closeSend/closeRecv even while a peer keeps draining.
+  while (!w.stop.load(std::memory_order_relaxed) && (s.hasCur || takeNext(w, s))) {
     size_t left = s.cur.len - s.curDone;
     if (left > 0) {
       char* p = s.cur.ptr + s.curDone;

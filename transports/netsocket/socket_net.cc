@@ -74,9 +74,12 @@ Status loadDevices() {
   return loadDevicesLocked();
 }
 
-ncclResult_t toResult(const Status& st) {
+ncclResult_t toResult(const Status& st, bool warn = true) {
   if (st.isOk()) return ncclSuccess;
-  FERRY_WARN("%s", st.message().c_str());
+  if (warn) {
+    const std::string& m = st.message();
+    FERRY_WARN("%s%s", m.rfind("NET/Socket", 0) == 0 ? "" : "NET/Socket: ", m.c_str());
+  }
   switch (st.code()) {
     case Code::kSystem: return ncclSystemError;
     case Code::kInvalidArgument: return ncclInvalidArgument;
@@ -114,7 +117,8 @@ ncclResult_t netDevices(int* ndev) {
 
 ncclResult_t netGetProperties(int dev, ncclNetProperties_v11_t* props) {
   std::lock_guard<std::mutex> lock(gMu);
-  if (!gDevs || dev < 0 || dev >= static_cast<int>(gDevs->size()) || !props) return ncclInvalidArgument;
+  if (!loadDevicesLocked().isOk()) return ncclSystemError;
+  if (dev < 0 || dev >= static_cast<int>(gDevs->size()) || !props) return ncclInvalidArgument;
   Device& d = (*gDevs)[dev];
   std::memset(props, 0, sizeof(*props));
   props->name = d.name.data();
@@ -176,7 +180,9 @@ ncclResult_t netDeregMr(void* comm, void* mhandle) { return ncclSuccess; }
 ncclResult_t netIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
                       void* phandle, void** request) {
   Request* r = nullptr;
-  ncclResult_t rc = toResult(static_cast<Comm*>(sendComm)->post(data, size, &r));
+  auto* c = static_cast<Comm*>(sendComm);
+  Status st = c->post(data, size, &r);
+  ncclResult_t rc = toResult(st, st.isOk() || c->firstReport());
   *request = r;
   return rc;
 }
@@ -188,7 +194,9 @@ ncclResult_t netIrecv(void* recvComm, int n, void** data, size_t* sizes, int* ta
     return ncclInternalError;
   }
   Request* r = nullptr;
-  ncclResult_t rc = toResult(static_cast<Comm*>(recvComm)->post(data[0], sizes[0], &r));
+  auto* c = static_cast<Comm*>(recvComm);
+  Status st = c->post(data[0], sizes[0], &r);
+  ncclResult_t rc = toResult(st, st.isOk() || c->firstReport());
   *request = r;
   return rc;
 }
@@ -203,7 +211,8 @@ ncclResult_t netTest(void* request, int* done, int* sizes) {
   auto* r = static_cast<Request*>(request);
   bool fin = false;
   size_t size = 0;
-  ncclResult_t rc = toResult(r->comm->test(r, &fin, &size));
+  Status st = r->comm->test(r, &fin, &size);
+  ncclResult_t rc = toResult(st, st.isOk() || r->comm->firstReport());
   *done = fin ? 1 : 0;
   if (fin && sizes) *sizes = static_cast<int>(size);
   return rc;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/log.h"
 #include "test_net.h"
 #include "transports/netsocket/net_comm.h"
 
@@ -23,6 +24,7 @@ TEST(NetSocketFault, WrongNonceRefusedRightConnectorAccepted) {
   Env ifname("NCCL_SOCKET_IFNAME", "lo");
   Env family("NCCL_SOCKET_FAMILY", "AF_INET");
   Env nthreads("NCCL_SOCKET_NTHREADS", "2");
+  Env debug("NCCL_DEBUG", "WARN");
   Pair p;
   ASSERT_EQ(net()->init(&p.ctxSend, 1, nullptr, nullptr, nullptr), ncclSuccess);
   ASSERT_EQ(net()->init(&p.ctxRecv, 2, nullptr, nullptr, nullptr), ncclSuccess);
@@ -44,6 +46,7 @@ TEST(NetSocketFault, WrongNonceRefusedRightConnectorAccepted) {
     ASSERT_EQ(p.recv, nullptr);
     usleep(2000);
   }
+  EXPECT_NE(log::lastError().find("wrong nonce"), std::string::npos) << log::lastError();
   while (!p.send || !p.recv) {
     if (!p.send) {
       ASSERT_EQ(net()->connect(p.ctxSend, 0, p.handle, &p.send, nullptr), ncclSuccess);
@@ -126,6 +129,7 @@ TEST_P(NetSocketKill, PeerKilledMidTransferIsRemoteError) {
   Env family("NCCL_SOCKET_FAMILY", "AF_INET");
   // The child moves data only in its own test() calls, so it stops mid-message.
   Env nthreads("NCCL_SOCKET_NTHREADS", childSends ? "0" : "1");
+  Env debug("NCCL_DEBUG", "WARN");
   void* ctx = nullptr;
   ASSERT_EQ(net()->init(&ctx, 4, nullptr, nullptr, nullptr), ncclSuccess);
   char handle[NCCL_NET_HANDLE_MAXSIZE];
@@ -178,6 +182,8 @@ TEST_P(NetSocketKill, PeerKilledMidTransferIsRemoteError) {
   int64_t t0 = nowMs();
   EXPECT_EQ(waitDone(req, 10000, nullptr), ncclRemoteError);
   EXPECT_LT(nowMs() - t0, 2000);
+  // The WARN names the peer.
+  EXPECT_NE(log::lastError().find("127.0.0.1<"), std::string::npos) << log::lastError();
   finished = true;
   dog.join();
   int status = 0;

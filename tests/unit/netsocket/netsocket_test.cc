@@ -184,10 +184,11 @@ class NetSocketTruncate : public ::testing::TestWithParam<size_t> {};
 TEST_P(NetSocketTruncate, ReceiveSmallerThanSendIsAnError) {
   Env ifname("NCCL_SOCKET_IFNAME", "lo");
   Env family("NCCL_SOCKET_FAMILY", "AF_INET");
+  size_t sendSize = GetParam();
+  // Outlives the pair: the unfinished send reads it until closeSend.
+  std::vector<char> out = pattern(sendSize, 7);
   Pair p;
   ASSERT_EQ(connectPair(p), "");
-  size_t sendSize = GetParam();
-  std::vector<char> out = pattern(sendSize, 7);
   void* sreq = nullptr;
   ASSERT_EQ(net()->isend(p.send, out.data(), sendSize, 0, nullptr, nullptr, &sreq), ncclSuccess);
   ASSERT_NE(sreq, nullptr);
