@@ -2,6 +2,8 @@
 // IPv4/IPv6 for several thread x socket layouts, 32 requests in flight, and
 // a receive buffer too small for the message.
 #include <gtest/gtest.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -9,6 +11,7 @@
 #include <tuple>
 
 #include "test_net.h"
+#include "transports/netsocket/net_comm.h"
 
 namespace ferry::nettest {
 namespace {
@@ -63,6 +66,51 @@ TEST(NetSocket, ListenHandleCarriesAddress) {
   EXPECT_EQ(net()->closeListen(l1), ncclSuccess);
   EXPECT_EQ(net()->closeListen(l2), ncclSuccess);
   EXPECT_EQ(net()->finalize(ctx), ncclSuccess);
+}
+
+TEST(NetSocket, ThreadAndSocketCountsAreClamped) {
+  struct Case {
+    const char* threads;
+    const char* socks;
+    int wantThreads, wantSocks;
+  } cases[] = {{"1", "1", 1, 1}, {"0", "3", 0, 3}, {"4", "4", 4, 4}, {"20", "1", 16, 1},
+               {"-1", "2", 0, 2}, {"16", "8", 16, 4}, {"2", "0", 2, 1}, {"0", "100", 0, 64}};
+  for (const Case& c : cases) {
+    Env t("NCCL_SOCKET_NTHREADS", c.threads);
+    Env s("NCCL_NSOCKS_PERTHREAD", c.socks);
+    netsocket::Config cfg = netsocket::readConfig();
+    EXPECT_EQ(cfg.nThreads, c.wantThreads) << c.threads << "x" << c.socks;
+    EXPECT_EQ(cfg.nSocks, c.wantSocks) << c.threads << "x" << c.socks;
+    EXPECT_LE(cfg.nStreams(), netsocket::kMaxStreams);
+  }
+}
+
+double cpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+TEST(NetSocket, IdleHelperThreadsSleep) {
+  Env ifname("NCCL_SOCKET_IFNAME", "lo");
+  Env family("NCCL_SOCKET_FAMILY", "AF_INET");
+  Env nthreads("NCCL_SOCKET_NTHREADS", "4");
+  Pair p;
+  ASSERT_EQ(connectPair(p), "");
+  // A receive waits for a send that never comes: 8 helper threads idle.
+  char b;
+  void* req = nullptr;
+  void* data = &b;
+  size_t one = 1;
+  int tag = 0;
+  void* mh = nullptr;
+  ASSERT_EQ(net()->irecv(p.recv, 1, &data, &one, &tag, &mh, nullptr, &req), ncclSuccess);
+  double c0 = cpuSeconds();
+  usleep(500 * 1000);
+  EXPECT_LT(cpuSeconds() - c0, 0.05);  // spinning threads would burn ~1 s here
+  int done = 1;
+  EXPECT_EQ(net()->test(req, &done, nullptr), ncclSuccess);
+  EXPECT_EQ(done, 0);
 }
 
 // threads, sockets per thread, family
