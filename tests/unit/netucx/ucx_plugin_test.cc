@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <nccl_net_legacy.h>
+
 #include "tests/unit/netucx/net_harness.h"
 
 namespace {
@@ -15,7 +17,7 @@ const ncclNet_v11_t* loadPlugin() {
   return static_cast<const ncclNet_v11_t*>(dlsym(h, "ncclNetPlugin_v11"));
 }
 
-TEST(NetUcxPlugin, ExportsOnlyThePluginSymbol) {
+TEST(NetUcxPlugin, ExportsOnlyThePluginSymbols) {
   void* h = dlopen(FERRY_UCX_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(h, nullptr) << dlerror();
   auto* net = static_cast<const ncclNet_v11_t*>(dlsym(h, "ncclNetPlugin_v11"));
@@ -28,6 +30,12 @@ TEST(NetUcxPlugin, ExportsOnlyThePluginSymbol) {
   EXPECT_EQ(dlsym(h, "_ZN5ferry6ucxNetEv"), nullptr);
   EXPECT_EQ(dlsym(h, "_ZN5ferry6config9getStringENS0_5ParamE"), nullptr);
   EXPECT_EQ(dlsym(h, "ncclGetVersion"), nullptr);
+  auto* v10 = static_cast<const ncclNet_v10_t*>(dlsym(h, "ncclNetPlugin_v10"));
+  auto* v9 = static_cast<const ncclNet_v9_t*>(dlsym(h, "ncclNetPlugin_v9"));
+  ASSERT_NE(v10, nullptr);
+  ASSERT_NE(v9, nullptr);
+  EXPECT_STREQ(v10->name, "UCX");
+  EXPECT_STREQ(v9->name, "UCX");
 }
 
 Pair pluginPair(std::vector<size_t> sizes, int window) {
@@ -59,6 +67,63 @@ TEST(NetUcxPlugin, TransferBetweenThreads) {
   PairResult r = runThreads(pluginPair(sizes, 32));
   EXPECT_EQ(r.recv, "");
   EXPECT_EQ(r.send, "");
+}
+
+// The v9 table (one process-wide context), driven through a v11 view.
+const ncclNet_v9_t* gV9 = nullptr;
+ncclNet_v11_t gV9As11;
+
+const ncclNet_v11_t* loadV9As11() {
+  void* h = dlopen(FERRY_UCX_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  gV9 = h ? static_cast<const ncclNet_v9_t*>(dlsym(h, "ncclNetPlugin_v9")) : nullptr;
+  if (!gV9) return nullptr;
+  ncclNet_v11_t& n = gV9As11;
+  n = {};
+  n.name = gV9->name;
+  n.init = [](void** ctx, uint64_t, ncclNetCommConfig_v11_t*, ncclDebugLogger_t,
+              ncclProfilerCallback_t) {
+    *ctx = &gV9As11;  // any non-NULL token
+    return gV9->init(nullptr);
+  };
+  n.devices = [](int* nd) { return gV9->devices(nd); };
+  n.getProperties = [](int d, ncclNetProperties_v11_t* p) {
+    ncclNetProperties_v9_t p9{};
+    ncclResult_t r = gV9->getProperties(d, &p9);
+    *p = {};
+    p->name = p9.name;
+    p->pciPath = p9.pciPath;
+    p->maxRecvs = p9.maxRecvs;
+    return r;
+  };
+  n.listen = [](void*, int d, void* h, void** lc) { return gV9->listen(d, h, lc); };
+  n.connect = [](void*, int d, void* h, void** sc, ncclNetDeviceHandle_v11_t** dc) {
+    return gV9->connect(d, h, sc, dc);
+  };
+  n.accept = gV9->accept;
+  n.regMr = gV9->regMr;
+  n.deregMr = gV9->deregMr;
+  n.isend = [](void* c, void* d, size_t s, int t, void* mh, void*, void** r) {
+    return gV9->isend(c, d, s, t, mh, r);
+  };
+  n.irecv = [](void* c, int k, void** d, size_t* s, int* t, void** mh, void**, void** r) {
+    return gV9->irecv(c, k, d, s, t, mh, r);
+  };
+  n.test = gV9->test;
+  n.closeSend = gV9->closeSend;
+  n.closeRecv = gV9->closeRecv;
+  n.closeListen = gV9->closeListen;
+  n.finalize = [](void*) { return ncclSuccess; };
+  return &n;
+}
+
+TEST(NetUcxPlugin, V9TableTransferBetweenProcesses) {
+  Pair p = pluginPair({0, 4095, 3 << 20}, 1);
+  p.getNet = loadV9As11;
+  PairResult r = runProcesses(p);
+  EXPECT_EQ(r.recv, "");
+  EXPECT_EQ(r.send, "");
+  EXPECT_EQ(r.recvCode, 0);
+  EXPECT_EQ(r.sendCode, 0);
 }
 
 }  // namespace
