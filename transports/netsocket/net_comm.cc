@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include "core/config.h"
 #include "core/log.h"
@@ -66,7 +67,12 @@ Result<std::unique_ptr<Comm>> Comm::create(bool send, std::vector<Socket> socks,
   }
   // Threads start last: ~Comm joins whatever was started if this fails half way.
   for (auto& w : c->workers_) {
-    if (w->wakeFd >= 0) w->thread = std::thread(workerMain, w.get(), send);
+    if (w->wakeFd < 0) continue;
+    try {
+      w->thread = std::thread(workerMain, w.get(), send);
+    } catch (const std::system_error& e) {
+      return systemError(std::string("NET/Socket: cannot start a helper thread: ") + e.what());
+    }
   }
   FERRY_INFO(log::kNet, "NET/Socket: %s comm with %s: %d threads x %d sockets, inline < %u bytes",
              send ? "send" : "recv", c->peer().toString().c_str(), cfg.nThreads, cfg.nSocks,
