@@ -72,10 +72,14 @@ int Graph::add(const XmlElement& e, int parent) {
 Result<Graph> Graph::fromXml(const std::string& text) {
   auto doc = parseXml(text);
   if (!doc.isOk()) return doc.status();
-  if (doc.value()->name != "system")
-    return invalidArgument("topology XML: root element is <" + doc.value()->name + ">, expected <system>");
+  return fromElement(*doc.value());
+}
+
+Result<Graph> Graph::fromElement(const XmlElement& root) {
+  if (root.name != "system")
+    return invalidArgument("topology XML: root element is <" + root.name + ">, expected <system>");
   Graph g;
-  g.add(*doc.value(), -1);
+  g.add(root, -1);
   FERRY_TRY(g.validate());
   return g;
 }
@@ -201,7 +205,7 @@ void Graph::treeRec(int i, int depth, std::string& out) const {
   out.append(static_cast<size_t>(depth) * 2, ' ');
   out += n.tag;
   std::string role = isGpuPci(i) ? " [GPU]" : isNicPci(i) ? " [NIC]" : isBridge(i) ? " [bridge]" : "";
-  for (const char* k : {"numaid", "busid", "name", "target", "speed", "link_speed", "link_width", "count"})
+  for (const char* k : {"numaid", "busid", "class", "name", "target", "speed", "link_speed", "link_width", "count", "sm", "virtual"})
     if (n.has(k)) out += std::string(" ") + k + "=" + n.attr(k);
   out += role + "\n";
   for (int c : n.children) treeRec(c, depth + 1, out);

@@ -36,6 +36,7 @@ class Graph {
   // at fault (tag, bus id and line) when the file is malformed.
   static Result<Graph> fromXml(const std::string& text);
   static Result<Graph> fromFile(const std::string& path);
+  static Result<Graph> fromElement(const XmlElement& root);
 
   std::string toXml() const;
   // One line per node, attributes sorted: equal strings mean equal graphs.

@@ -202,7 +202,7 @@ const char* typeName(NodeType t) {
 }  // namespace
 
 std::string PathMatrix::table() const {
-  size_t w = 4;
+  size_t w = 7;  // "from\to"
   for (const auto& e : ends_) w = std::max(w, e.name.size());
   size_t cell = 10;
   for (size_t a = 0; a < ends_.size(); ++a)

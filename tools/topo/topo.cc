@@ -1,51 +1,69 @@
-// ferry-topo --topo-file FILE [--rails [--json]] [--dump]
+// ferry-topo: tree (default), --rails, --paths, --dump, --dot; see usage().
 #include <cstdio>
 #include <cstring>
 #include <string>
 
-#include "topology/graph.h"
+#include "tools/topo/topo_dot.h"
+#include "topology/detect.h"
 #include "topology/paths.h"
 #include "topology/rails.h"
 
 namespace {
 
 int usage() {
-  std::fprintf(stderr, "usage: ferry-topo --topo-file FILE [--rails [--json]] [--dump]\n");
+  std::fprintf(stderr,
+               "usage: ferry-topo [--topo-file FILE] [--rails | --paths | --dump | --dot FILE | --png FILE] [--json]\n"
+               "  without --topo-file the topology is detected (discovery; NCCL_TOPO_FILE is honoured)\n"
+               "  (default) tree   --rails GPU-to-NIC rails   --paths path matrix   --dump NCCL XML\n"
+               "  --dot FILE Graphviz DOT   --png FILE picture (needs Graphviz 'dot')   --json for --rails/--paths\n");
   return 2;
+}
+
+struct Args {
+  std::string file, dot, png;
+  bool rails = false, paths = false, dump = false, json = false;
+};
+
+bool parse(int argc, char** argv, Args& a) {
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    bool more = i + 1 < argc;
+    if (s == "--topo-file" && more) a.file = argv[++i];
+    else if (s == "--dot" && more) a.dot = argv[++i];
+    else if (s == "--png" && more) a.png = argv[++i];
+    else if (s == "--rails") a.rails = true;
+    else if (s == "--paths") a.paths = true;
+    else if (s == "--dump") a.dump = true;
+    else if (s == "--json") a.json = true;
+    else return false;
+  }
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string file;
-  bool rails = false, json = false, dump = false, paths = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--topo-file") && i + 1 < argc) file = argv[++i];
-    else if (!std::strcmp(argv[i], "--rails")) rails = true;
-    else if (!std::strcmp(argv[i], "--json")) json = true;
-    else if (!std::strcmp(argv[i], "--dump")) dump = true;
-    else if (!std::strcmp(argv[i], "--paths")) paths = true;
-    else return usage();
-  }
-  // Discovery is not implemented yet, so a file is required.
-  if (file.empty()) return usage();
-  auto g = ferry::topo::Graph::fromFile(file);
+  using namespace ferry::topo;
+  Args a;
+  if (!parse(argc, argv, a)) return usage();
+  auto g = a.file.empty() ? detect() : Graph::fromFile(a.file);
   if (!g.isOk()) {
     std::fprintf(stderr, "ferry-topo: %s\n", g.status().message().c_str());
     return 1;
   }
-  if (dump) {
+  if (!a.dot.empty() || !a.png.empty()) return drawGraph(g.value(), a.dot, a.png);
+  if (a.dump) {
     std::fputs(g.value().toXml().c_str(), stdout);
-  } else if (paths) {
-    auto m = ferry::topo::PathMatrix::compute(g.value());
-    std::fputs(json ? (m.json() + "\n").c_str() : m.table().c_str(), stdout);
-  } else if (rails) {
-    auto r = ferry::topo::assignRails(g.value());
-    if (json) {
-      std::printf("%s\n", ferry::topo::railsJson(r).c_str());
+  } else if (a.paths) {
+    auto m = PathMatrix::compute(g.value());
+    std::fputs(a.json ? (m.json() + "\n").c_str() : m.table().c_str(), stdout);
+  } else if (a.rails) {
+    auto r = assignRails(g.value(), railOptionsFromConfig());
+    if (a.json) {
+      std::printf("%s\n", railsJson(r).c_str());
     } else {
       std::printf("%-16s %-20s %s\n", "GPU", "NIC", "PATH");
-      for (const auto& x : r) std::printf("%-16s %-20s %s\n", x.gpu.c_str(), x.nic.c_str(), ferry::topo::pathName(x.path));
+      for (const auto& x : r) std::printf("%-16s %-20s %s\n", x.gpu.c_str(), x.nic.c_str(), pathName(x.path));
     }
   } else {
     std::fputs(g.value().tree().c_str(), stdout);
