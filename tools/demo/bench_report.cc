@@ -1,6 +1,7 @@
 #include "tools/demo/bench_report.h"
 
 #include <cinttypes>
+#include <ctime>
 
 namespace ferry::bench {
 
@@ -67,17 +68,66 @@ void Report::header(const std::string& toolLine, const Options& o, int nranks,
   std::fflush(out_);
 }
 
-void Report::columns(bool cpuTime) {
-  const char* t = cpuTime ? "cputime" : "   time";
-  std::fprintf(out_, "#\n");
-  std::fprintf(out_,
-               "#                                                              out-of-place"
-               "                       in-place\n"
-               "#       size         count      type   redop    root  %s   algbw   busbw"
-               "  #wrong  %s   algbw   busbw  #wrong\n"
-               "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
-               "             (us)  (GB/s)  (GB/s)\n",
-               t, t);
+namespace {
+
+std::string rstrip(std::string s) {
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+// One header line: the five row-prefix columns, then per half the given
+// 7/6/6/6-wide fields (plus four 7-wide -I fields), then the -S column.
+std::string headerLine(const char* const prefix[5], const char* const half[4],
+                       const char* const iter[4], bool perIter, const char* ts) {
+  char buf[512];
+  int n = std::snprintf(buf, sizeof buf, "# %10s  %12s  %8s  %6s  %6s", prefix[0], prefix[1],
+                        prefix[2], prefix[3], prefix[4]);
+  for (int h = 0; h < 2; ++h) {
+    n += std::snprintf(buf + n, sizeof buf - n, "  %7s  %6s  %6s  %6s", half[0], half[1], half[2],
+                       half[3]);
+    if (perIter) {
+      n += std::snprintf(buf + n, sizeof buf - n, "  %7s  %7s  %7s  %7s", iter[0], iter[1],
+                         iter[2], iter[3]);
+    }
+  }
+  if (ts != nullptr) std::snprintf(buf + n, sizeof buf - n, " %19s", ts);
+  return rstrip(buf);
+}
+
+}  // namespace
+
+std::string formatTimestamp() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);  // nccl-tests prints local time
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%21s", when);
+  return buf;
+}
+
+void Report::columns(bool cpuTime, bool perIter, bool timestamps) {
+  const char* t = cpuTime ? "cputime" : "time";
+  const char* const empty5[5] = {"", "", "", "", ""};
+  const char* const names[5] = {"size", "count", "type", "redop", "root"};
+  const char* const units[5] = {"(B)", "(elements)", "", "", ""};
+  const char* const halfNames[4] = {t, "algbw", "busbw", "#wrong"};
+  const char* const halfUnits[4] = {"(us)", "(GB/s)", "(GB/s)", ""};
+  const char* const iterNames[4] = {"i_min", "i_max", "i_p99", "i_cv%"};
+  const char* const iterUnits[4] = {"(us)", "(us)", "(us)", "(%)"};
+  char title[256];
+  std::snprintf(title, sizeof title, "# %10s  %12s  %8s  %6s  %6s%s", empty5[0], empty5[1],
+                empty5[2], empty5[3], empty5[4],
+                perIter ? "              out-of-place (+ per-iteration)"
+                          "                                in-place (+ per-iteration)"
+                        : "           out-of-place                       in-place");
+  std::fprintf(out_, "#\n%s\n%s\n%s\n", title,
+               headerLine(names, halfNames, iterNames, perIter, timestamps ? "timestamp" : nullptr)
+                   .c_str(),
+               headerLine(units, halfUnits, iterUnits, perIter,
+                          timestamps ? "%Y-%m-%d %H:%M:%S" : nullptr)
+                   .c_str());
   std::fflush(out_);
 }
 
@@ -93,11 +143,12 @@ void Report::account(const Half& h) {
 }
 
 void Report::row(size_t bytes, size_t count, const char* type, const char* redop, int root,
-                 const Half& outOfPlace, const Half& inPlace) {
+                 const Half& outOfPlace, const Half& inPlace, const std::string& tail) {
   account(outOfPlace);
   account(inPlace);
-  std::fprintf(out_, "%s%s%s\n", formatRowPrefix(bytes, count, type, redop, root).c_str(),
-               formatHalf(outOfPlace).c_str(), formatHalf(inPlace).c_str());
+  std::fprintf(out_, "%s%s%s%s%s%s\n", formatRowPrefix(bytes, count, type, redop, root).c_str(),
+               formatHalf(outOfPlace).c_str(), outOfPlace.extra.c_str(),
+               formatHalf(inPlace).c_str(), inPlace.extra.c_str(), tail.c_str());
   std::fflush(out_);  // rows appear as they finish, even through a pipe
 }
 

@@ -22,6 +22,7 @@ struct Half {
   double busbw = 0;
   int64_t wrong = -1;
   int badRanks = 0;  // ranks that saw at least one wrong element
+  std::string extra;  // printed right after the half (the -I columns), "" for none
 };
 
 // Builds a Half from a per-op time; algbw = bytes / time.
@@ -32,6 +33,8 @@ std::string formatTime(double us);
 std::string formatRowPrefix(size_t bytes, size_t count, const char* type, const char* redop,
                             int root);
 std::string formatHalf(const Half& h);
+// The -S column: " " padding and the local time, 21 wide, as nccl-tests.
+std::string formatTimestamp();
 
 class Report {
  public:
@@ -43,11 +46,13 @@ class Report {
   // A "#"-prefixed free-form line (rank/pid list, notes), between header()
   // and columns().
   void comment(const std::string& text);
-  // The two-line column header; rows follow. cpuTime names the time
-  // columns "cputime", as nccl-tests -C does.
-  void columns(bool cpuTime = false);
+  // The column header; rows follow. cpuTime names the time columns
+  // "cputime" (nccl-tests -C); perIter adds i_min i_max i_p99 i_cv% after
+  // each half (-I); timestamps adds the 21-wide timestamp column (-S).
+  void columns(bool cpuTime = false, bool perIter = false, bool timestamps = false);
+  // tail: appended to the row (the -S timestamp), "" for none.
   void row(size_t bytes, size_t count, const char* type, const char* redop, int root,
-           const Half& outOfPlace, const Half& inPlace);
+           const Half& outOfPlace, const Half& inPlace, const std::string& tail = "");
   void footer();
 
   int64_t outOfBounds() const { return outOfBounds_; }

@@ -20,7 +20,8 @@ enum class Coll {
   kGather,
   kScatter,
   kSendRecv,
-  kHypercube
+  kHypercube,
+  kAlltoAllv  // Ferry extension / grouped p2p; pattern in perf_alltoallv.h
 };
 
 struct CollInfo {
@@ -46,15 +47,15 @@ double busFactor(const CollInfo& c, int n);
 struct Layout {
   size_t sendElems, recvElems, inPlaceSendOff, inPlaceRecvOff;
 };
-Layout layoutFor(const CollInfo& c, size_t count, int n, int rank);
+Layout layoutFor(const CollInfo& c, size_t count, int n, int rank, size_t elt);
 
-// One op on host buffers; completes before it returns.
+// One op, enqueued on stream (complete on return with Ferry's host memory).
 ncclResult_t runColl(const CollInfo& c, const void* send, void* recv, size_t count, int type,
-                     int op, int root, ncclComm_t comm, int rank, int n);
+                     int op, int root, ncclComm_t comm, int rank, int n, cudaStream_t stream);
 
 // Whether this rank's receive buffer is defined after the op (reduce and
 // gather: root only) and whether the placement is checked at all (sendrecv
-// in place is not, as nccl-tests).
+// and alltoallv in place are not, as nccl-tests).
 bool checksRecv(const CollInfo& c, int rank, int root, bool inPlace);
 
 // Wrong elements in this rank's receive buffer for inputs of seed.

@@ -39,6 +39,7 @@ constexpr int kOptCorrupt = 1001;
 constexpr int kOptCsv = 1002;
 constexpr int kOptHang = 1003;
 constexpr int kOptStore = 1004;
+constexpr int kOptHostBuffers = 1005;
 
 const option kLong[] = {
     {"nthreads", required_argument, nullptr, 't'},
@@ -78,6 +79,7 @@ const option kLong[] = {
     {"csv", required_argument, nullptr, kOptCsv},
     {"hang-for-test", no_argument, nullptr, kOptHang},
     {"store", required_argument, nullptr, kOptStore},
+    {"host-buffers", no_argument, nullptr, kOptHostBuffers},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -234,7 +236,9 @@ bool Parser::apply(int c, const char* arg) {
     case 'y':
       return gpuOnly(c, arg, "the default CUDA stream");
     case 'G':
-      return gpuOnly(c, arg, "CUDA graph capture");
+      if (!gpuOnly(c, arg, "CUDA graph capture")) return false;
+      o->cudaGraph = std::string(arg) != "0";
+      return true;
     case 'R':
       return gpuOnly(c, arg, "buffer registration");
     case 'x':
@@ -246,15 +250,21 @@ bool Parser::apply(int c, const char* arg) {
     case 'M':
       return gpuOnly(c, arg, "the GPU memory report");
     case 'S':
-      return gpuOnly(c, arg, "row timestamps are not implemented");
+      if (!integer(c, arg, 0, 1, &v)) return false;
+      o->timestamps = v != 0;
+      return true;
     case 'u':
       if (!integer(c, arg, 0, 1024, &v)) return false;
       o->unalign = static_cast<int>(v);
       return true;
     case 'I':
-      return gpuOnly(c, arg, "per-iteration CUDA-event timing");
+      if (!integer(c, arg, 0, 1, &v)) return false;
+      o->perIter = v != 0;
+      return true;
     case 'K':
-      return gpuOnly(c, arg, "per-iteration timing");
+      if (!integer(c, arg, 0, 1 << 30, &v)) return false;
+      o->perIterSkip = static_cast<int>(v);
+      return true;
     case 'h':
       o->help = true;
       return true;
@@ -270,6 +280,9 @@ bool Parser::apply(int c, const char* arg) {
       return true;
     case kOptStore:
       return parseStore(arg);
+    case kOptHostBuffers:
+      o->hostBuffers = true;
+      return true;
     default:
       return bad("unknown option (see -h)");
   }
@@ -300,6 +313,13 @@ ParseResult parsePerfOptions(int argc, char** argv, PerfOptions* o, std::string*
   // environment, which perfMain checks once it knows.
   if (o->nranks > 1 && o->root >= o->nranks)
     return p.bad("root (-r) must be below the rank count (--nranks)"), p.result;
+  // As nccl-tests: per-iteration timing cannot time a replayed CUDA graph.
+  if (o->perIter && o->cudaGraph)
+    return p.bad("-I (per-iteration timing) cannot be combined with -G (CUDA graphs)"), p.result;
+  if (o->perIter && o->perIterSkip >= o->iters)
+    return p.bad("-K " + std::to_string(o->perIterSkip) + " skips every one of the " +
+                 std::to_string(o->iters) + " iterations (-n); nothing is left for -I"),
+           p.result;
   if (o->ops.empty()) o->ops.push_back(0);
   if (o->types.empty()) o->types.push_back(7);
   return ParseResult::kOk;
@@ -347,7 +367,11 @@ std::string perfUsage(const char* prog) {
     << "  -J,--output_file F    JSON results when F ends in .json (nccl-tests format 3)\n"
     << "  --csv F               the rows as CSV in file F\n"
     << "  -u,--unalign N        shift buffers by N elements (default 0)\n"
-    << "  -G -y -R -x -D -V -M -I -K -S  GPU-only or not implemented: accepted, noted, ignored\n"
+    << "  -S,--report_timestamps 0/1  a timestamp column on each row\n"
+    << "  -I,--per_iter_timing 0/1  time every iteration on the host: i_min i_max i_p99 i_cv%\n"
+    << "  -K,--per_iter_skip K  leave the first K iterations out of the -I statistics\n"
+    << "  --host-buffers        host memory even when a GPU is present (or FERRY_PERF_HOST=1)\n"
+    << "  -G -y -R -x -D -V -M  GPU-only: accepted, noted, ignored\n"
     << "  -h,--help\n";
   return s.str();
 }

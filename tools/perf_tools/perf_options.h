@@ -31,6 +31,11 @@ struct PerfOptions {
   int unalign = 0;                 // -u: buffers start this many elements past 64-byte alignment
   int average = 1;                 // -a 0 rank0, 1 mean, 2 min, 3 max
   bool cpuTime = false;            // -C
+  bool timestamps = false;         // -S: a timestamp column on each row
+  bool perIter = false;            // -I: per-iteration host timing columns
+  int perIterSkip = 0;             // -K: iterations left out of the -I statistics
+  bool cudaGraph = false;          // -G given (noted; only to refuse -I with it)
+  bool hostBuffers = false;        // --host-buffers or FERRY_PERF_HOST=1: never cudaMalloc
   int timeoutSec = 0;              // -T, 0 = none
   std::string jsonFile;            // -J, written when it ends in ".json" (as nccl-tests)
   std::string csvFile;             // --csv: the rows as CSV

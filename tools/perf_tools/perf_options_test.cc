@@ -1,13 +1,19 @@
 // Option parsing of the perf tools: every option, its default, and the
-// outcome for invalid values (kUsage -> exit 255, kNotImplemented -> exit 5).
+// outcome for invalid values (kUsage -> exit 255, kNotImplemented -> exit 5);
+// also the -I statistics and the host/device buffer choice.
 #include "tools/perf_tools/perf_options.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "tools/perf_tools/perf_data.h"
+#include "tools/perf_tools/perf_iter.h"
+#include "tools/perf_tools/perf_mem.h"
 
 namespace ferry::perf {
 namespace {
@@ -161,14 +167,48 @@ TEST(PerfOptions, AllTypesAndOpsInNcclOrder) {
 TEST(PerfOptions, GpuOnlyOptionsAreNotedNotRejected) {
   PerfOptions o;
   ASSERT_EQ(parse({"-G", "10", "-D", "1", "-R", "2", "-y", "1", "-x", "1",
-                   "-V", "8",  "-M", "1", "-I", "1", "-K", "2", "-S", "1"},
+                   "-V", "8",  "-M", "1", "-K", "2", "-S", "1"},
                   &o),
             ParseResult::kOk);
-  ASSERT_EQ(o.notes.size(), 10u);
+  ASSERT_EQ(o.notes.size(), 7u);
+  EXPECT_TRUE(o.cudaGraph);
+  EXPECT_TRUE(o.timestamps);
+  EXPECT_EQ(o.perIterSkip, 2);
   for (const auto& n : o.notes) EXPECT_NE(n.find("host memory"), std::string::npos) << n;
   PerfOptions zero;
   ASSERT_EQ(parse({"-G", "0", "-R", "0", "-y", "0"}, &zero), ParseResult::kOk);
   EXPECT_TRUE(zero.notes.empty());
+}
+
+TEST(PerfOptions, TimestampsAndPerIterationTiming) {
+  PerfOptions d;
+  ASSERT_EQ(parse({}, &d), ParseResult::kOk);
+  EXPECT_FALSE(d.timestamps);
+  EXPECT_FALSE(d.perIter);
+  EXPECT_EQ(d.perIterSkip, 0);
+  EXPECT_FALSE(d.hostBuffers);
+  PerfOptions o;
+  ASSERT_EQ(parse({"--report_timestamps", "1", "--per_iter_timing", "1", "--per_iter_skip", "3",
+                   "-n", "4", "--host-buffers"},
+                  &o),
+            ParseResult::kOk);
+  EXPECT_TRUE(o.timestamps);
+  EXPECT_TRUE(o.perIter);
+  EXPECT_EQ(o.perIterSkip, 3);
+  EXPECT_TRUE(o.hostBuffers);
+  EXPECT_TRUE(o.notes.empty());
+  std::string err;
+  PerfOptions g;
+  EXPECT_EQ(parse({"-I", "1", "-G", "2"}, &g, &err), ParseResult::kUsage);
+  EXPECT_NE(err.find("cannot be combined with -G"), std::string::npos) << err;
+  PerfOptions k;
+  EXPECT_EQ(parse({"-I", "1", "-K", "4", "-n", "4"}, &k, &err), ParseResult::kUsage);
+  EXPECT_NE(err.find("-K 4 skips every one of the 4 iterations"), std::string::npos) << err;
+  for (const char* bad : {"2", "-1", "x"}) {
+    PerfOptions b;
+    EXPECT_EQ(parse({"-S", bad}, &b), ParseResult::kUsage) << bad;
+    EXPECT_EQ(parse({"-I", bad}, &b), ParseResult::kUsage) << bad;
+  }
 }
 
 TEST(PerfOptions, InvalidValuesAreUsageErrors) {
@@ -245,6 +285,86 @@ TEST(PerfData, EncodingIsExactForEveryType) {
   EXPECT_EQ(b, 0x38);
   encode(1, 11, &b);  // e5m2 1.0 = 0x3C
   EXPECT_EQ(b, 0x3C);
+}
+
+
+// Buffer placement: without a loadable CUDA runtime (or when asked) the
+// tools fall back to host memory with a one-line note, and the host path
+// is the identity: the "mirror" is the buffer, copies are no-ops.
+TEST(PerfMem, NoCudaRuntimeMeansHostBuffers) {
+  PerfMem mem;
+  std::string note;
+  ASSERT_TRUE(mem.init("libferry-test-no-such-cudart.so", false, 0, &note));
+  EXPECT_FALSE(mem.device());
+  EXPECT_EQ(mem.deviceIndex(), -1);
+  EXPECT_EQ(mem.stream(), nullptr);
+  EXPECT_EQ(note,
+            "buffers in host memory (no CUDA runtime: libferry-test-no-such-cudart.so cannot be "
+            "loaded)");
+  unsigned char* p = mem.alloc(1000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(p[i], 0) << i;
+  EXPECT_EQ(mem.host(p + 10), p + 10);
+  EXPECT_TRUE(mem.upload(p, 1000));
+  EXPECT_TRUE(mem.download(p, 1000));
+  EXPECT_TRUE(mem.sync());
+}
+
+TEST(PerfMem, HostBuffersOnRequest) {
+  PerfMem mem;
+  std::string note;
+  ASSERT_TRUE(mem.init("libcudart.so", true, 0, &note));
+  EXPECT_FALSE(mem.device());
+  EXPECT_EQ(note, "buffers in host memory (asked for with --host-buffers or FERRY_PERF_HOST=1)");
+  unsetenv("FERRY_PERF_HOST");
+  EXPECT_FALSE(hostBuffersFromEnv());
+  setenv("FERRY_PERF_HOST", "1", 1);
+  EXPECT_TRUE(hostBuffersFromEnv());
+  setenv("FERRY_PERF_HOST", "0", 1);
+  EXPECT_FALSE(hostBuffersFromEnv());
+  unsetenv("FERRY_PERF_HOST");
+}
+
+TEST(PerfIter, StatisticsAsNcclTests) {
+  IterStats s = computeIterStats({5, 1, 3, 2, 4});
+  EXPECT_EQ(s.minUs, 1);
+  EXPECT_EQ(s.maxUs, 5);
+  EXPECT_EQ(s.p50Us, 3);
+  EXPECT_EQ(s.p95Us, 5);  // sorted[ceil(5 * 0.95) - 1]
+  EXPECT_EQ(s.p99Us, 5);
+  EXPECT_EQ(s.avgUs, 3);
+  EXPECT_DOUBLE_EQ(s.stdevUs, std::sqrt(2.0));  // population
+  EXPECT_DOUBLE_EQ(s.cvPct, std::sqrt(2.0) / 3 * 100);
+  std::vector<double> hundred;
+  for (int i = 100; i >= 1; --i) hundred.push_back(i);
+  IterStats h = computeIterStats(hundred);
+  EXPECT_EQ(h.p50Us, 51);
+  EXPECT_EQ(h.p95Us, 95);
+  EXPECT_EQ(h.p99Us, 99);
+}
+
+TEST(PerfIter, MaxOverRanksThenSkip) {
+  IterReport r = makeIterReport({{1, 9, 3, 8}, {4, 2, 3, 1}}, 1);
+  EXPECT_TRUE(r.present);
+  EXPECT_EQ(r.skipped, 1);
+  EXPECT_EQ(r.timesUs, (std::vector<double>{4, 9, 3, 8}));
+  EXPECT_EQ(r.stats.minUs, 3);  // iteration 0 (4) is skipped
+  EXPECT_EQ(r.stats.maxUs, 9);
+  EXPECT_EQ(r.stats.p50Us, 8);
+  EXPECT_EQ(formatIterColumns(r.stats).size(), 4u * 9u);
+  EXPECT_EQ(formatIterColumns(r.stats).substr(0, 18), "     3.00     9.00");
+  std::string j = iterJson(r);
+  EXPECT_NE(j.find("\"skipped_iterations\": 1, \"min_us\": 3.000, \"max_us\": 9.000"),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"times_us\": [4.000, 9.000, 3.000, 8.000]"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"per_process_max_times_us\": [[1.000, 9.000, 3.000, 8.000], "
+                   "[4.000, 2.000, 3.000, 1.000]]"),
+            std::string::npos)
+      << j;
+  // One rank: no per-process list, as nccl-tests.
+  EXPECT_EQ(iterJson(makeIterReport({{2, 2}}, 0)).find("per_process"), std::string::npos);
 }
 
 }  // namespace

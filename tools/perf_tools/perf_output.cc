@@ -73,7 +73,8 @@ std::string configJson(const PerfOptions& o, const RunRecord& run) {
   s << ", \"warmup_iters\": " << o.warmup << ", \"iterations\": " << o.iters
     << ", \"aggregated_iterations\": " << o.aggIters << ", \"validation\": " << o.check
     << ", \"graph\": 0, \"blocking_collectives\": " << o.blocking
-    << ", \"per_iter_timing\": 0, \"per_iter_skip\": 0, \"parallel_init\": 0, \"devices\": [";
+    << ", \"per_iter_timing\": " << (o.perIter ? "\"true\"" : "\"false\"")
+    << ", \"per_iter_skip\": " << o.perIterSkip << ", \"parallel_init\": 0, \"devices\": [";
   for (size_t r = 0; r < run.pids.size(); ++r) {
     s << (r ? ", " : "") << "{\"rank\": " << r << ", \"group\": 0, \"pid\": " << run.pids[r]
       << ", \"hostname\": " << quote(run.hostname)
@@ -107,8 +108,12 @@ std::string toJson(const PerfOptions& o, const RunRecord& run) {
     s << (i ? "," : "") << "\n    {\"size\": " << r.size << ", \"count\": " << r.count
       << ", \"type\": " << quote(r.type) << ", \"redop\": " << quote(r.redop)
       << ", \"root\": " << quote(root)
-      << ", \"out_of_place\": " << halfJson(r.outOfPlace, o.cpuTime)
-      << ", \"in_place\": " << halfJson(r.inPlace, o.cpuTime)
+      << ", \"out_of_place\": " << halfJson(r.outOfPlace, o.cpuTime);
+    if (r.outOfPlaceIter.present) s << ", \"out_of_place_per_iter\": " << iterJson(r.outOfPlaceIter);
+    s << ", \"in_place\": " << halfJson(r.inPlace, o.cpuTime);
+    if (r.inPlaceIter.present) s << ", \"in_place_per_iter\": " << iterJson(r.inPlaceIter);
+    if (!r.timestamp.empty()) s << ", \"timestamp\": " << quote(r.timestamp);
+    s
       << ", \"actual_iterations\": " << o.iters << ", \"experiment_name\": \"\"}";
   }
   s << "\n  ],\n  \"out_of_bounds\": {\"count\": " << run.outOfBounds
@@ -121,16 +126,33 @@ std::string toJson(const PerfOptions& o, const RunRecord& run) {
 
 std::string toCsv(const RunRecord& run) {
   std::ostringstream s;
+  // -I and -S add columns at the end, so the base columns never move.
+  const bool iters = !run.rows.empty() && run.rows[0].outOfPlaceIter.present;
+  const bool stamps = !run.rows.empty() && !run.rows[0].timestamp.empty();
   s << "size,count,type,redop,root,oop_time_us,oop_algbw_gbs,oop_busbw_gbs,oop_wrong,"
-       "ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong\n";
+       "ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong";
+  if (iters) {
+    s << ",oop_i_min_us,oop_i_max_us,oop_i_p99_us,oop_i_cv_pct,"
+         "ip_i_min_us,ip_i_max_us,ip_i_p99_us,ip_i_cv_pct";
+  }
+  s << (stamps ? ",timestamp\n" : "\n");
   auto half = [&s](const bench::Half& h) {
     s << "," << num(h.timeUs) << "," << num(h.algbw) << "," << num(h.busbw) << ",";
     if (h.wrong >= 0) s << h.wrong;  // empty when unchecked
+  };
+  auto iter = [&s](const IterReport& r) {
+    s << "," << num(r.stats.minUs) << "," << num(r.stats.maxUs) << "," << num(r.stats.p99Us)
+      << "," << num(r.stats.cvPct);
   };
   for (const RowRecord& r : run.rows) {
     s << r.size << "," << r.count << "," << r.type << "," << r.redop << "," << r.root;
     half(r.outOfPlace);
     half(r.inPlace);
+    if (iters) {
+      iter(r.outOfPlaceIter);
+      iter(r.inPlaceIter);
+    }
+    if (stamps) s << "," << r.timestamp;
     s << "\n";
   }
   return s.str();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tools/demo/bench_report.h"
+#include "tools/perf_tools/perf_iter.h"
 #include "tools/perf_tools/perf_options.h"
 
 namespace ferry::perf {
@@ -18,6 +19,8 @@ struct RowRecord {
   std::string type, redop;
   int root = -1;
   bench::Half outOfPlace, inPlace;
+  IterReport outOfPlaceIter, inPlaceIter;  // -I
+  std::string timestamp;                   // -S, "YYYY-MM-DD HH:MM:SS"
 };
 
 struct RunRecord {

@@ -15,14 +15,17 @@
 
 #include "tools/demo/bench_report.h"
 #include "tools/demo/fork_launch.h"
+#include "tools/perf_tools/perf_alltoallv.h"
 #include "tools/perf_tools/perf_colls.h"
 #include "tools/perf_tools/perf_data.h"
 #include "tools/perf_tools/perf_launch.h"
+#include "tools/perf_tools/perf_mem.h"
 #ifdef FERRY_PERF_MPI
 #include "tools/perf_tools/perf_mpi.h"
 #endif
 #include "tools/perf_tools/perf_options.h"
 #include "tools/perf_tools/perf_output.h"
+#include "tools/perf_tools/perf_rank.h"
 #include "tools/perf_tools/perf_store.h"
 
 namespace ferry::perf {
@@ -34,7 +37,8 @@ using bench::Report;
 // What the header and JSON show for each rank; gathered over the comm.
 struct PeerInfo {
   int32_t pid;
-  char host[60];
+  int32_t device;  // CUDA device, -1 for host memory
+  char host[56];
 };
 
 // A rank of the run, whoever started it: the id exchange is the only part
@@ -45,138 +49,12 @@ struct RankSetup {
   std::function<bool(ncclUniqueId*)> shareId;  // rank 0's id reaches every rank
 };
 
-bool ncclOk(ncclResult_t r, ncclComm_t comm, int rank, const char* what) {
-  if (r == ncclSuccess) return true;
-  const char* last = ncclGetLastError(comm);
-  std::fprintf(stderr, "rank %d: Test NCCL failure %s: '%s' (%s)\n", rank, what,
-               ncclGetErrorString(r), last != nullptr ? last : "");
-  return false;
-}
-
-// Everything one rank needs while sweeping.
-struct Rank {
-  const PerfOptions& o;
-  const CollInfo& c;
-  int rank_;
-  int n_;
-  ncclComm_t comm;
-  unsigned char* send;
-  unsigned char* recv;
-  int rank() const { return rank_; }
-  int n() const { return n_; }
-
-  bool barrier() {
-    float token = 0;
-    return ncclOk(ncclAllReduce(&token, &token, 1, ncclFloat, ncclSum, comm, nullptr), comm, rank(),
-                  "ncclAllReduce (barrier)");
-  }
-
-  // Rank 0 gets the time combined per -a, the summed wrong count and the
-  // number of ranks that saw a wrong value. Over the comm itself, so every
-  // launch mode combines the same way; it runs after the timed loop.
-  bool combine(double secs, int64_t wrong, double* time, int64_t* sumWrong, int* badRanks) {
-    double sums[3] = {secs, wrong > 0 ? static_cast<double>(wrong) : 0.0, wrong > 0 ? 1.0 : 0.0};
-    double maxes[2] = {secs, -secs};  // max of -secs is -min
-    if (!ncclOk(ncclAllReduce(sums, sums, 3, ncclFloat64, ncclSum, comm, nullptr), comm, rank(),
-                "ncclAllReduce (combine)") ||
-        !ncclOk(ncclAllReduce(maxes, maxes, 2, ncclFloat64, ncclMax, comm, nullptr), comm,
-                rank(), "ncclAllReduce (combine)")) {
-      return false;
-    }
-    *sumWrong = static_cast<int64_t>(sums[1]);
-    *badRanks = static_cast<int>(sums[2]);
-    const double byMode[] = {secs, sums[0] / n(), -maxes[1], maxes[0]};
-    *time = byMode[o.average];
-    return true;
-  }
-
-  bool iteration(const void* s, void* r, size_t count, int type, int op, int root) {
-    if (o.aggIters > 1 && !ncclOk(ncclGroupStart(), comm, rank(), "ncclGroupStart")) return false;
-    for (int a = 0; a < o.aggIters; ++a) {
-      if (!ncclOk(runColl(c, s, r, count, type, op, root, comm, rank(), n()), comm, rank(),
-                  c.testName)) {
-        return false;
-      }
-    }
-    if (o.aggIters > 1 && !ncclOk(ncclGroupEnd(), comm, rank(), "ncclGroupEnd")) return false;
-    return o.blocking != 1 || barrier();
-  }
-
-  // As nccl-tests: once per (type, op, root), -w out-of-place ops at every
-  // size from min to max doubling, instead of a warmup per row.
-  bool warmup(int type, int op, int root) {
-    const size_t elt = typeSize(type);
-    for (size_t bytes = o.minBytes; bytes <= o.maxBytes; bytes *= 2) {
-      size_t count = countFor(c, bytes, elt, n());
-      for (int i = 0; i < o.warmup; ++i) {
-        if (!iteration(send + o.unalign * elt, recv + o.unalign * elt, count, type, op, root)) {
-          return false;
-        }
-      }
-      if (bytes == 0) break;  // doubling zero never reaches max
-    }
-    return true;
-  }
-
-  // One placement of one row; false when a call failed.
-  bool measure(size_t sizeIndex, size_t count, int type, int op, int root, bool inPlace,
-               bench::Half* half) {
-    const size_t elt = typeSize(type);
-    Layout l = layoutFor(c, count, n(), rank());
-    unsigned char* sb = send + o.unalign * elt;
-    unsigned char* rb = recv + o.unalign * elt;
-    unsigned char* s = inPlace ? rb + l.inPlaceSendOff * elt : sb;
-    unsigned char* r = inPlace ? rb + l.inPlaceRecvOff * elt : rb;
-    const int dataOp = c.reduces ? op : kOpNone;
-    fillInputs(s, l.sendElems, 0, type, dataOp, n(), rank());
-    if (!barrier()) return false;
-    // As nccl-tests, each timed iteration moves both buffers on by one op's
-    // footprint (wrapping within maxBytes) so small sizes are not timed
-    // from a warm cache. Inputs there are stale, which timing does not mind.
-    size_t span = std::max({l.sendElems, l.recvElems, l.inPlaceSendOff + l.sendElems,
-                            l.inPlaceRecvOff + l.recvElems}) *
-                  elt;
-    size_t stride = std::max<size_t>((span + 63) / 64 * 64, 64);
-    size_t slots = span <= o.maxBytes ? (o.maxBytes - span) / stride + 1 : 1;
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o.iters; ++i) {
-      size_t shift = (static_cast<size_t>(i) % slots) * stride;
-      if (!iteration(s + shift, r + shift, count, type, op, root)) return false;
-    }
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-                  (static_cast<double>(o.iters) * o.aggIters);
-    const bool checked = o.check > 0 && checksRecv(c, rank(), root, inPlace);
-    int64_t wrong = checked ? 0 : -1;
-    for (int k = 0; k < o.check; ++k) {
-      uint64_t seed = 1 + sizeIndex * 1000 + static_cast<uint64_t>(k);
-      fillInputs(s, l.sendElems, seed, type, dataOp, n(), rank());
-      if (!ncclOk(runColl(c, s, r, count, type, op, root, comm, rank(), n()), comm, rank(),
-                  c.testName)) {
-        return false;
-      }
-      if (!checked) continue;
-      if (o.corruptForTest && l.recvElems > 0) r[elt - 1] ^= 0x40;  // a high bit of element 0
-      wrong += countWrong(c, r, count, type, op, seed, n(), rank(), root);
-      if (wrong > 0) break;  // as nccl-tests: stop at the first failing repetition
-    }
-    double time = 0;
-    int64_t sumWrong = 0;
-    int badRanks = 0;
-    if (!combine(secs, wrong, &time, &sumWrong, &badRanks)) return false;
-    const bool anyCheck = o.check > 0 && !(c.coll == Coll::kSendRecv && inPlace);
-    *half = bench::makeHalf(0, time, busFactor(c, n()), anyCheck ? sumWrong : -1, badRanks);
-    double alg = algBytes(c, count, elt, n());
-    half->algbw = time > 0 ? alg / time / 1e9 : 0;
-    half->busbw = half->algbw * busFactor(c, n());
-    return true;
-  }
-};
-
 bool endsWithJson(const std::string& f) {
   return f.size() >= 5 && f.compare(f.size() - 5, 5, ".json") == 0;
 }
 
-void printHeader(const PerfOptions& o, const CollInfo& c, const std::vector<PeerInfo>& peers) {
+void printHeader(const PerfOptions& o, const CollInfo& c, const std::vector<PeerInfo>& peers,
+                 const PerfMem& mem, const std::string& memNote) {
   int version = 0;
   ncclGetVersion(&version);
   std::printf("# ferry perf tools (nccl-tests 2.19 compatible) nccl-headers=%d nccl-library=%d\n",
@@ -192,25 +70,65 @@ void printHeader(const PerfOptions& o, const CollInfo& c, const std::vector<Peer
               o.warmup, o.iters, o.aggIters, o.check, o.unalign);
   if (o.blocking != 0)
     std::printf("# Blocking Enabled: wait for completion and barrier after each collective\n");
+  if (o.perIter) {
+    std::printf("# Per-Iteration Report: host timing; i_* uses max over process rows");
+    if (o.perIterSkip > 0) std::printf("; summary skips first %d iterations", o.perIterSkip);
+    std::printf(" \n");
+  }
   if (o.cpuTime) std::printf("# Reporting cputime: on host memory it equals the completion time\n");
+  if (c.coll == Coll::kAlltoAllv) {
+    const AlltoallvPattern& p = alltoallvPattern();
+    std::printf("# AlltoAllv: %s pattern, out of place through %s\n",
+                p.matrixMode() ? ("matrix " + p.file).c_str() : "generated",
+                haveFerryAlltoallv() ? "ferryAlltoAllv" : "grouped ncclSend/ncclRecv");
+  }
   for (const std::string& note : o.notes) std::printf("# Note: %s\n", note.c_str());
   if (!o.jsonFile.empty() && !endsWithJson(o.jsonFile)) {
     std::printf("# Note: -J %s: no .json suffix, so no JSON is written (as nccl-tests)\n",
                 o.jsonFile.c_str());
   }
+  std::printf("# Note: %s\n", memNote.c_str());
   std::printf("#\n# Using devices\n");
   for (size_t r = 0; r < peers.size(); ++r) {
-    std::printf("#  Rank %2zu Group  0 Pid %6d on %10s host memory\n", r, peers[r].pid,
-                peers[r].host);
+    if (peers[r].device >= 0) {
+      std::printf("#  Rank %2zu Group  0 Pid %6d on %10s device %2d\n", r, peers[r].pid,
+                  peers[r].host, peers[r].device);
+    } else {
+      std::printf("#  Rank %2zu Group  0 Pid %6d on %10s host memory\n", r, peers[r].pid,
+                  peers[r].host);
+    }
   }
   std::fflush(stdout);
 }
 
-void* allocTouched(size_t bytes) {
-  bytes = (bytes + 63) / 64 * 64 + 64;
-  void* p = std::aligned_alloc(64, bytes);
-  if (p != nullptr) std::memset(p, 0, bytes);  // page faults stay out of the timed loop
-  return p;
+// Rank 0: one finished row to stdout and the run record.
+void reportRow(const Rank& rk, size_t count, int type, int op, int root, const bench::Half& oop,
+               const bench::Half& ip, const IterReport* iters, Report* report, RunRecord* run) {
+  const CollInfo& c = rk.c;
+  const size_t elt = typeSize(type);
+  if (c.coll == Coll::kAlltoAllv && alltoallvPattern().printSummary) {
+    for (const bench::Half* h : {&oop, &ip}) {
+      std::fputs(alltoallvSummary(alltoallvPattern(), count, elt, rk.n(), h->timeUs / 1e6).c_str(),
+                 stdout);
+    }
+  }
+  RowRecord row{sizeColumn(c, count, elt, rk.n()),
+                count,
+                typeName(type),
+                c.reduces                    ? opName(op)
+                : c.coll == Coll::kHypercube ? ""
+                                             : "none",
+                c.rooted ? root : -1,
+                oop,
+                ip};
+  if (rk.o.perIter) {
+    row.outOfPlaceIter = iters[0];
+    row.inPlaceIter = iters[1];
+  }
+  std::string stamp = rk.o.timestamps ? bench::formatTimestamp() : "";
+  if (!stamp.empty()) row.timestamp = stamp.substr(stamp.find_first_not_of(' '));
+  report->row(row.size, row.count, row.type.c_str(), row.redop.c_str(), row.root, oop, ip, stamp);
+  run->rows.push_back(std::move(row));
 }
 
 int sweep(Rank& rk, Report* report, RunRecord* run) {
@@ -235,21 +153,12 @@ int sweep(Rank& rk, Report* report, RunRecord* run) {
           for (size_t k = 0; k < sizes.size(); ++k) {
             size_t count = countFor(c, sizes[k], elt, rk.n());
             bench::Half oop, ip;
-            if (!rk.measure(k, count, type, op, root, false, &oop)) return bench::kExitLibrary;
-            if (!rk.measure(k, count, type, op, root, true, &ip)) return bench::kExitLibrary;
-            if (report == nullptr) continue;
-            RowRecord row{sizeColumn(c, count, elt, rk.n()),
-                          count,
-                          typeName(type),
-                          c.reduces                    ? opName(op)
-                          : c.coll == Coll::kHypercube ? ""
-                                                       : "none",
-                          c.rooted ? root : -1,
-                          oop,
-                          ip};
-            report->row(row.size, row.count, row.type.c_str(), row.redop.c_str(), row.root, oop,
-                        ip);
-            run->rows.push_back(row);
+            IterReport iters[2];
+            if (!rk.measure(k, count, type, op, root, false, &oop, &iters[0]) ||
+                !rk.measure(k, count, type, op, root, true, &ip, &iters[1])) {
+              return bench::kExitLibrary;
+            }
+            if (report != nullptr) reportRow(rk, count, type, op, root, oop, ip, iters, report, run);
           }
         }
       }
@@ -275,14 +184,14 @@ bool writeFiles(const PerfOptions& o, RunRecord& run, const Report& report,
   return ok;
 }
 
-// Every rank's pid and host, for the header and the JSON file.
-bool gatherPeers(ncclComm_t comm, int rank, int nranks, std::vector<PeerInfo>* peers) {
+// Every rank's pid, host and device, for the header and the JSON file.
+bool gatherPeers(Rank& rk, const PerfMem& mem, std::vector<PeerInfo>* peers) {
   PeerInfo mine{};
   mine.pid = static_cast<int32_t>(getpid());
+  mine.device = mem.deviceIndex();
   gethostname(mine.host, sizeof mine.host - 1);
-  peers->assign(static_cast<size_t>(nranks), PeerInfo{});
-  return ncclOk(ncclAllGather(&mine, peers->data(), sizeof mine, ncclChar, comm, nullptr), comm,
-                rank, "ncclAllGather (rank info)");
+  peers->assign(static_cast<size_t>(rk.n()), PeerInfo{});
+  return rk.allGather(&mine, peers->data(), sizeof mine);
 }
 
 int rankMain(const RankSetup& setup, const PerfOptions& o, const CollInfo& c, RunRecord& run) {
@@ -290,6 +199,13 @@ int rankMain(const RankSetup& setup, const PerfOptions& o, const CollInfo& c, Ru
   // The watchdog must end a run whose rank never joins: exit 4 with -T.
   if (o.hangForTest && rank == setup.nranks - 1) {
     sleep(static_cast<unsigned>(o.timeoutSec) + 30);
+    return bench::kExitInternal;
+  }
+  // The device is chosen before the communicator, which NCCL binds to the
+  // current device.
+  PerfMem mem;
+  std::string memNote;
+  if (!mem.init("libcudart.so", o.hostBuffers || hostBuffersFromEnv(), rank, &memNote)) {
     return bench::kExitInternal;
   }
   ncclUniqueId id;
@@ -302,32 +218,29 @@ int rankMain(const RankSetup& setup, const PerfOptions& o, const CollInfo& c, Ru
               "ncclCommInitRank")) {
     return bench::kExitLibrary;
   }
-  std::vector<PeerInfo> peers;
-  if (!gatherPeers(comm, rank, setup.nranks, &peers)) {
-    ncclCommAbort(comm);
-    return bench::kExitLibrary;
-  }
-  if (rank == 0) printHeader(o, c, peers);
-  Report report(stdout, c.testName);
-  if (rank == 0) report.columns(o.cpuTime);
-
-  auto* send = static_cast<unsigned char*>(allocTouched(o.maxBytes + o.unalign * 8));
-  auto* recv = static_cast<unsigned char*>(allocTouched(o.maxBytes + o.unalign * 8));
   int code = bench::kExitOk;
-  if (send == nullptr || recv == nullptr) {
-    std::fprintf(stderr, "rank %d: cannot allocate 2 x %zu bytes\n", rank, o.maxBytes);
-    code = bench::kExitInternal;
-  } else {
-    Rank rk{o, c, rank, setup.nranks, comm, send, recv};
-    code = sweep(rk, rank == 0 ? &report : nullptr, &run);
-  }
-  std::free(send);
-  std::free(recv);
-  if (code == bench::kExitOk && rank == 0) {
-    report.footer();
-    std::printf("\n");
-    if (!writeFiles(o, run, report, peers)) code = bench::kExitInternal;
-    if (report.outOfBounds() > 0) code = bench::kExitWrong;
+  {
+    Rank rk(o, c, rank, setup.nranks, comm, mem);
+    std::vector<PeerInfo> peers;
+    if (!gatherPeers(rk, mem, &peers)) {
+      ncclCommAbort(comm);
+      return bench::kExitLibrary;
+    }
+    if (rank == 0) printHeader(o, c, peers, mem, memNote);
+    Report report(stdout, c.testName);
+    if (rank == 0) report.columns(o.cpuTime, o.perIter, o.timestamps);
+    if (!rk.allocBuffers()) {
+      std::fprintf(stderr, "rank %d: cannot allocate 2 x %zu bytes\n", rank, o.maxBytes);
+      code = bench::kExitInternal;
+    } else {
+      code = sweep(rk, rank == 0 ? &report : nullptr, &run);
+    }
+    if (code == bench::kExitOk && rank == 0) {
+      report.footer();
+      std::printf("\n");
+      if (!writeFiles(o, run, report, peers)) code = bench::kExitInternal;
+      if (report.outOfBounds() > 0) code = bench::kExitWrong;
+    }
   }
   if (code == bench::kExitLibrary || code == bench::kExitInternal) {
     ncclCommAbort(comm);
@@ -385,6 +298,10 @@ int runMpi(int argc, char** argv, const PerfOptions& o, const CollInfo& c, RunRe
   if (!mpiStart(&argc, &argv, &setup.rank, &setup.nranks)) return bench::kExitInternal;
   std::string error = rankCountError(c, o, setup.nranks);
   int code = o.root >= setup.nranks ? bench::kExitUsage : 5;
+  if (error.empty() && c.coll == Coll::kAlltoAllv) {
+    error = alltoallvRunError(alltoallvPattern(), o.minBytes, o.maxBytes, setup.nranks);
+    code = bench::kExitInternal;
+  }
   if (!error.empty()) {
     if (setup.rank == 0) std::fprintf(stderr, "%s: %s\n", argv[0], error.c_str());
   } else {
@@ -408,6 +325,13 @@ int perfMain(const char* coll, int argc, char** argv) {
   std::string error;
   Launch launch;
   ParseResult pr = parsePerfOptions(argc, argv, &o, &error);
+  // A bad traffic matrix ends the run before any rank starts (exit 1, as
+  // nccl-tests' internal error).
+  if (pr == ParseResult::kOk && !o.help && c->coll == Coll::kAlltoAllv &&
+      !loadAlltoallvPattern(&alltoallvPattern(), &error)) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], error.c_str());
+    return bench::kExitInternal;
+  }
   if (pr == ParseResult::kOk && !o.help &&
       !detectLaunch(o.nranks, o.storeHost, o.storePort, &launch, &error)) {
     pr = launch.unavailable ? ParseResult::kNotImplemented : ParseResult::kUsage;
@@ -416,6 +340,14 @@ int perfMain(const char* coll, int argc, char** argv) {
     error = rankCountError(*c, o, launch.nranks);
     if (!error.empty()) {
       pr = o.root >= launch.nranks ? ParseResult::kUsage : ParseResult::kNotImplemented;
+    }
+  }
+  if (pr == ParseResult::kOk && !o.help && launch.mode != LaunchMode::kMpi &&
+      c->coll == Coll::kAlltoAllv) {
+    error = alltoallvRunError(alltoallvPattern(), o.minBytes, o.maxBytes, launch.nranks);
+    if (!error.empty()) {
+      std::fprintf(stderr, "%s: %s\n", argv[0], error.c_str());
+      return bench::kExitInternal;
     }
   }
   if (pr != ParseResult::kOk) {

@@ -131,3 +131,70 @@ else()
   list(APPEND _launch_tests perf_mpirun_without_mpi)
 endif()
 set_tests_properties(${_launch_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools")
+
+# -S and -I: exact row widths (prefix 52, half 33, -I 36 per half, -S 21),
+# the header names, per-iteration JSON/CSV, and -I with -G refused.
+function(perf_layout name bin len)
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -DPERF_BIN=$<TARGET_FILE:${bin}>
+    -DROW_LEN=${len} ${ARGN} -P ${CMAKE_CURRENT_SOURCE_DIR}/layout_check.cmake)
+  set_tests_properties(${name} PROPERTIES TIMEOUT 120 LABELS "perf_tools")
+endfunction()
+perf_layout(perf_timestamps_layout all_reduce_perf 139 -DTIMESTAMP=1
+  "-DPERF_ARGS=--nranks 2 -b 8 -e 1K -f 4 -n 2 -S 1")
+perf_layout(perf_per_iter_layout reduce_scatter_perf 190 -DPER_ITER=1
+  "-DPERF_ARGS=--nranks 3 -b 48 -e 3K -f 4 -n 4 -I 1 -K 1")
+perf_layout(perf_per_iter_timestamps_layout alltoallv_perf 211 -DPER_ITER=1 -DTIMESTAMP=1
+  "-DPERF_ARGS=--nranks 2 -b 1K -e 4K -f 4 -n 3 -I 1 -S 1")
+add_test(NAME perf_per_iter_json COMMAND ${CMAKE_COMMAND}
+  -DPERF_BIN=$<TARGET_FILE:all_reduce_perf> -DWORK=${CMAKE_CURRENT_BINARY_DIR}/periter_work
+  -P ${CMAKE_CURRENT_SOURCE_DIR}/periter_json_check.cmake)
+add_test(NAME perf_per_iter_with_graph_refused COMMAND ${CMAKE_COMMAND}
+  -DPERF_BIN=$<TARGET_FILE:all_reduce_perf> "-DPERF_ARGS=-I 1 -G 1 -b 8 -e 8"
+  -DEXPECT_RC=255 "-DEXPECT_RE=-I \\(per-iteration timing\\) cannot be combined with -G"
+  -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+set_tests_properties(perf_per_iter_json perf_per_iter_with_graph_refused PROPERTIES
+  TIMEOUT 120 LABELS "perf_tools")
+
+# AlltoAllv (nccl-tests 2.19 semantics; out of place through ferryAlltoAllv).
+# Rows checked exactly: 3 ranks, 1K float -> 84 per peer, 0/336/672 bytes
+# by distance = 1008; 4 ranks at spread 0.5, 1K -> 128/208/288/384 = 1008.
+set(_a2av_tests)
+macro(a2av_test name)
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} ${ARGN}
+    -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+  list(APPEND _a2av_tests ${name})
+endmacro()
+set(_row_ok "  [ 0-9.]+  [ 0-9.]+  [ 0-9.]+       0  [ 0-9.]+  [ 0-9.]+  [ 0-9.]+     N/A\n")
+a2av_test(perf_alltoallv_3ranks_all_types -DPERF_BIN=$<TARGET_FILE:alltoallv_perf>
+  "-DPERF_ARGS=--nranks 3 -b 1K -e 64K -f 8 -n 2 -d all -T 60"
+  "-DEXPECT_RE=\n        1008            84     float    none      -1${_row_ok}.*# Out of bounds values : 0 OK\n")
+a2av_test(perf_alltoallv_4ranks_spread_summary -DPERF_BIN=${CMAKE_COMMAND}
+  "-DPERF_ARGS=-E env NCCL_TESTS_ALLTOALLV_SPREAD=0.5 NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY=1 $<TARGET_FILE:alltoallv_perf> --nranks 4 -b 1K -e 1K -n 2 -d float -T 60"
+  "-DEXPECT_RE=mode=generated nranks=4 total_bytes=1024 spread=0.500 .*\n#   rank=3 send_bytes=1008 recv_bytes=1008 .*\n        1008            64     float    none      -1${_row_ok}# Out of bounds values : 0 OK\n")
+a2av_test(perf_alltoallv_4ranks_all_types -DPERF_BIN=$<TARGET_FILE:alltoallv_perf>
+  "-DPERF_ARGS=--nranks 4 -b 64 -e 256K -f 16 -n 1 -d all -m 2 -T 60")
+# Matrix 0 100 200 / 50 0 75 / 300 150 0 -> 16-byte rounding gives rank 2
+# the largest total, 432 bytes; the count column is 0 as upstream.
+a2av_test(perf_alltoallv_matrix_file -DPERF_BIN=${CMAKE_COMMAND}
+  "-DPERF_ARGS=-E env NCCL_TESTS_ALLTOALLV_MATRIX_FILE=${CMAKE_CURRENT_SOURCE_DIR}/alltoallv_matrix_3.txt $<TARGET_FILE:alltoallv_perf> --nranks 3 -b 1K -e 1K -n 2 -d all -T 60"
+  "-DEXPECT_RE=matrix .*alltoallv_matrix_3.txt pattern.*\n         432             0    double    none      -1${_row_ok}.*# Out of bounds values : 0 OK\n")
+a2av_test(perf_alltoallv_matrix_scaled -DPERF_BIN=${CMAKE_COMMAND}
+  "-DPERF_ARGS=-E env NCCL_TESTS_ALLTOALLV_MATRIX_FILE=${CMAKE_CURRENT_SOURCE_DIR}/alltoallv_matrix_3.txt NCCL_TESTS_ALLTOALLV_MATRIX_SCALE=10 $<TARGET_FILE:alltoallv_perf> --nranks 3 -b 8K -e 8K -n 1 -T 60"
+  "-DEXPECT_RE=\n        4480             0     float    none      -1${_row_ok}")
+a2av_test(perf_alltoallv_bad_matrix -DPERF_BIN=${CMAKE_COMMAND}
+  "-DPERF_ARGS=-E env NCCL_TESTS_ALLTOALLV_MATRIX_FILE=${CMAKE_CURRENT_SOURCE_DIR}/alltoallv_matrix_bad.txt $<TARGET_FILE:alltoallv_perf> --nranks 3 -b 1K -e 1K"
+  -DEXPECT_RC=1 "-DEXPECT_RE=invalid value at row 1 col 1 of alltoallv traffic matrix [^ ]*alltoallv_matrix_bad.txt .must be non-negative.")
+a2av_test(perf_alltoallv_matrix_needs_b_eq_e -DPERF_BIN=${CMAKE_COMMAND}
+  "-DPERF_ARGS=-E env NCCL_TESTS_ALLTOALLV_MATRIX_FILE=${CMAKE_CURRENT_SOURCE_DIR}/alltoallv_matrix_3.txt $<TARGET_FILE:alltoallv_perf> --nranks 3 -b 256 -e 1K"
+  -DEXPECT_RC=1 "-DEXPECT_RE=-b and -e must be equal")
+a2av_test(perf_alltoallv_matrix_too_small -DPERF_BIN=${CMAKE_COMMAND}
+  "-DPERF_ARGS=-E env NCCL_TESTS_ALLTOALLV_MATRIX_FILE=${CMAKE_CURRENT_SOURCE_DIR}/alltoallv_matrix_3.txt $<TARGET_FILE:alltoallv_perf> --nranks 4 -b 1K -e 1K"
+  -DEXPECT_RC=1 "-DEXPECT_RE=is 3x3, smaller than the 4 ranks")
+a2av_test(perf_alltoallv_corrupt_exit7 -DPERF_BIN=$<TARGET_FILE:alltoallv_perf>
+  "-DPERF_ARGS=--nranks 3 -b 1K -e 1K -n 1 --corrupt-for-test -T 60"
+  -DEXPECT_RC=7 "-DEXPECT_RE=# Out of bounds values : 3 FAILED")
+foreach(n 1 2 3 4)
+  add_test(NAME perf_ferry_alltoallv_api_${n}ranks COMMAND ferry_alltoallv_api_test ${n})
+  list(APPEND _a2av_tests perf_ferry_alltoallv_api_${n}ranks)
+endforeach()
+set_tests_properties(${_a2av_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools")

@@ -1,0 +1,67 @@
+// Where the perf tools put their buffers. With a GPU (libcudart.so loads and
+// cudaGetDeviceCount > 0) and no request for host memory, buffers are
+// cudaMalloc'ed, inputs are written to a host mirror and copied over, and
+// results are copied back for checking; ops run on a real cudaStream. This
+// matters when the tools run against NVIDIA's NCCL on a GPU machine (Ferry
+// itself is host-memory only). CUDA is loaded with dlopen, so the tools build
+// and run without it.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace ferry::perf {
+
+class PerfMem {
+ public:
+  PerfMem() = default;
+  PerfMem(const PerfMem&) = delete;
+  PerfMem& operator=(const PerfMem&) = delete;
+  ~PerfMem();
+
+  // Chooses host or device buffers. cudartName is the library to try
+  // ("libcudart.so"; tests pass a missing name). forceHost: --host-buffers
+  // or FERRY_PERF_HOST=1. *note says why host memory was chosen, or which
+  // device is used. False only when CUDA loaded but failed.
+  bool init(const char* cudartName, bool forceHost, int rank, std::string* note);
+
+  bool device() const { return device_; }
+  int deviceIndex() const { return deviceIndex_; }
+  cudaStream_t stream() const { return stream_; }
+
+  // Zeroed, 64-byte aligned, pages touched; null on failure (with a message).
+  unsigned char* alloc(size_t bytes);
+  // The host bytes standing for p (p itself on host memory).
+  unsigned char* host(const void* p) const;
+  // Mirror -> device and back for bytes at p; no-ops on host memory.
+  bool upload(const void* p, size_t bytes);
+  bool download(const void* p, size_t bytes);
+  // Waits for the stream (no-op on host memory).
+  bool sync();
+
+ private:
+  struct Block {
+    unsigned char* base;
+    unsigned char* mirror;  // == base on host memory
+    size_t bytes;
+  };
+  struct Api;
+  const Block* find(const void* p) const;
+  bool check(int err, const char* what);
+
+  Api* api_ = nullptr;
+  void* lib_ = nullptr;
+  bool device_ = false;
+  int deviceIndex_ = -1;
+  cudaStream_t stream_ = nullptr;
+  std::vector<Block> blocks_;
+};
+
+// FERRY_PERF_HOST=1 in the environment (the tool's own switch, read here
+// and not through libferry's registry: the tools also run on NVIDIA's NCCL).
+bool hostBuffersFromEnv();
+
+}  // namespace ferry::perf
