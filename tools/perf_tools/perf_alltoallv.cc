@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -144,7 +145,7 @@ bool loadAlltoallvPattern(AlltoallvPattern* p, std::string* error) {
   if (!p->matrixMode()) return true;
   std::ifstream in(p->file, std::ios::binary);
   if (!in) {
-    *error = "unable to open alltoallv traffic matrix file " + p->file;
+    *error = "unable to open alltoallv traffic matrix file " + p->file + ": " + std::strerror(errno);
     return false;
   }
   std::stringstream text;

@@ -30,7 +30,17 @@ ncclResult_t hypercube(const void* send, void* recv, size_t count, ncclDataType_
                        ncclComm_t comm, int rank, int n, size_t elt, cudaStream_t stream) {
   auto* base = static_cast<unsigned char*>(recv);
   unsigned char* mine = base + count * static_cast<size_t>(rank) * elt;
-  if (send != mine && count > 0) std::memcpy(mine, send, count * elt);
+  // The own block moves by a send to self, not memcpy: the buffers may be
+  // device memory when the tools run on NVIDIA's NCCL.
+  if (send != mine && count > 0) {
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) return r;
+    ncclResult_t s = ncclSend(send, count, dt, rank, comm, stream);
+    ncclResult_t v = ncclRecv(mine, count, dt, rank, comm, stream);
+    r = ncclGroupEnd();
+    if (r == ncclSuccess) r = s != ncclSuccess ? s : v;
+    if (r != ncclSuccess) return r;
+  }
   for (int m = 1; m < n; m <<= 1) {
     int partner = rank ^ m;
     size_t have = static_cast<size_t>(rank & ~(m - 1)) * count * elt;

@@ -339,7 +339,7 @@ std::vector<size_t> perfSizes(const PerfOptions& o) {
 
 std::string perfUsage(const char* prog) {
   std::ostringstream s;
-  s << "USAGE: " << prog << " (nccl-tests compatible; host memory)\n"
+  s << "USAGE: " << prog << " (nccl-tests compatible; device buffers when a GPU is present)\n"
     << "  --nranks N            fork N ranks on this node (default 1)\n"
     << "  --store HOST:PORT     where rank 0 serves the id when RANK/WORLD_SIZE or\n"
     << "                        SLURM_PROCID/SLURM_NTASKS give the ranks (default\n"
