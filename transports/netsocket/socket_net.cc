@@ -36,9 +36,10 @@ struct Context {
 };
 
 std::mutex gMu;
-// Never freed: getProperties hands out pointers into it. reloadDevices()
-// swaps in a new list and keeps the old one alive for the same reason.
-std::vector<Device>* gDevs = nullptr;
+// Lists are never freed: getProperties hands out pointers into them, so
+// reloadDevices() swaps in a new one and keeps the old ones here.
+std::vector<std::unique_ptr<std::vector<Device>>>* gLists = nullptr;
+std::vector<Device>* gDevs = nullptr;  // the current list
 
 int readSpeed(const std::string& ifname) {
   std::ifstream f("/sys/class/net/" + ifname + "/speed");
@@ -57,7 +58,9 @@ std::string readPciPath(const std::string& ifname) {
 Status loadDevicesLocked() {
   if (gDevs) return Status::ok();
   FERRY_ASSIGN(std::vector<NetIf> ifs, findInterfaces(kMaxIfs));
-  auto* devs = new std::vector<Device>();
+  if (!gLists) gLists = new std::vector<std::unique_ptr<std::vector<Device>>>();
+  gLists->push_back(std::make_unique<std::vector<Device>>());
+  std::vector<Device>* devs = gLists->back().get();
   std::string list;
   for (const NetIf& nif : ifs) {
     Device d{nif.name, nif.addr, readPciPath(nif.name), readSpeed(nif.name)};
@@ -252,7 +255,7 @@ Result<SockAddr> deviceAddr(int dev) {
 
 void reloadDevices() {
   std::lock_guard<std::mutex> lock(gMu);
-  gDevs = nullptr;  // the old list stays allocated: props may still point into it
+  gDevs = nullptr;  // the old list stays in gLists: props may still point into it
   Status st = loadDevicesLocked();
   if (!st.isOk()) FERRY_WARN("%s", st.message().c_str());
 }
