@@ -1,6 +1,7 @@
 #include "topology/rails.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <tuple>
 
 #include "topology/nicfilter.h"
@@ -68,27 +69,63 @@ std::pair<PathType, int> classify(const Graph& g, int gpu, int nicDev) {
 
 }  // namespace
 
+namespace {
+
+using Key = std::tuple<int, int, int>;  // path type, bridges crossed, NUMA distance
+
+struct GpuChoice {
+  int gpu = -1;
+  std::vector<Key> keys;     // per NIC; NICs slower than the fastest are left out
+  std::vector<size_t> local;  // NICs with the best key, in file order
+};
+
+GpuChoice rank(const Graph& g, int gpu, const std::vector<NicEnd>& nics, long long fastest) {
+  GpuChoice c;
+  c.gpu = gpu;
+  for (size_t k = 0; k < nics.size(); ++k) {
+    auto [path, bridges] = classify(g, gpu, nics[k].device);
+    int dist = std::abs(numaOf(g, gpu) - numaOf(g, nics[k].device));
+    c.keys.emplace_back(static_cast<int>(path), bridges, dist);
+    if (nics[k].speed >= 0 && nics[k].speed < fastest) continue;
+    if (!c.local.empty() && c.keys[k] > c.keys[c.local[0]]) continue;
+    if (!c.local.empty() && c.keys[k] < c.keys[c.local[0]]) c.local.clear();
+    c.local.push_back(k);
+  }
+  return c;
+}
+
+bool overlap(const std::vector<size_t>& a, const std::vector<size_t>& b) {
+  for (size_t x : a)
+    if (std::find(b.begin(), b.end(), x) != b.end()) return true;
+  return false;
+}
+
+}  // namespace
+
 std::vector<Rail> assignRails(const Graph& g, const RailOptions& opt) {
   std::vector<NicEnd> nics = findNics(g, HcaFilter::parse(opt.ibHca));
   long long fastest = -1;
   for (const auto& n : nics) fastest = std::max(fastest, n.speed);
+  std::vector<GpuChoice> gpus;
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    if (g.isGpuPci(static_cast<int>(i))) gpus.push_back(rank(g, static_cast<int>(i), nics, fastest));
   std::vector<Rail> out;
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    int gpu = static_cast<int>(i);
-    if (!g.isGpuPci(gpu)) continue;
-    int best = -1;
-    std::tuple<int, int, int, int, size_t> bestKey;
-    PathType bestPath = PathType::kSys;
-    for (size_t k = 0; k < nics.size(); ++k) {
-      if (nics[k].speed >= 0 && nics[k].speed < fastest) continue;
-      auto [path, bridges] = classify(g, gpu, nics[k].device);
-      int dist = std::abs(numaOf(g, gpu) - numaOf(g, nics[k].device));
-      auto key = std::make_tuple(static_cast<int>(path), bridges, dist, nics[k].load, k);
-      if (best < 0 || key < bestKey) { best = static_cast<int>(k); bestKey = key; bestPath = path; }
-    }
-    if (best < 0) continue;
-    nics[static_cast<size_t>(best)].load++;
-    out.push_back({g.node(gpu).attr("busid"), nics[static_cast<size_t>(best)].name, bestPath});
+  for (const GpuChoice& c : gpus) {
+    if (c.local.empty()) continue;
+    // Among the best NICs, the least loaded, then the first in the file.
+    size_t best = c.local[0];
+    for (size_t k : c.local)
+      if (nics[k].load < nics[best].load) best = k;
+    nics[best].load++;
+    Rail r{g.node(c.gpu).attr("busid"), nics[best].name, static_cast<PathType>(std::get<0>(c.keys[best])), {}};
+    // NCCL's AUTO policy: ceil(local NICs / GPUs sharing them), own rail first.
+    size_t sharers = 0;
+    for (const GpuChoice& o : gpus) sharers += overlap(o.local, c.local);
+    size_t want = (c.local.size() + sharers - 1) / sharers;
+    r.nics.push_back(r.nic);
+    for (size_t k : c.local)
+      if (r.nics.size() < want && k != best) r.nics.push_back(nics[k].name);
+    out.push_back(std::move(r));
   }
   return out;
 }

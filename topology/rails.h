@@ -14,6 +14,10 @@ struct Rail {
   std::string gpu;   // bus id as written in the file
   std::string nic;   // <net name>, or the NIC's bus id when the file has no <net>
   PathType path = PathType::kSys;
+  // Every NIC this GPU should use, `nic` first: NCCL's AUTO policy,
+  // ceil(best NICs / GPUs sharing them) (p5: 4 EFAs per GPU; OCI H100: both
+  // ports of its NIC; two GPUs on one NIC: just that NIC).
+  std::vector<std::string> nics;
 };
 
 // One entry per GPU in document order. Order of preference for each GPU:

@@ -62,8 +62,12 @@ int main(int argc, char** argv) {
     if (a.json) {
       std::printf("%s\n", railsJson(r).c_str());
     } else {
-      std::printf("%-16s %-20s %s\n", "GPU", "NIC", "PATH");
-      for (const auto& x : r) std::printf("%-16s %-20s %s\n", x.gpu.c_str(), x.nic.c_str(), pathName(x.path));
+      std::printf("%-16s %-20s %-5s %s\n", "GPU", "NIC", "PATH", "ALL NICS");
+      for (const auto& x : r) {
+        std::string all;
+        for (const auto& n : x.nics) all += (all.empty() ? "" : ",") + n;
+        std::printf("%-16s %-20s %-5s %s\n", x.gpu.c_str(), x.nic.c_str(), pathName(x.path), all.c_str());
+      }
     }
   } else {
     std::fputs(g.value().tree().c_str(), stdout);

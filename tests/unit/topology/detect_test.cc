@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/config.h"
+#include "tests/unit/topology/fake_sysfs.h"
 #include "tests/unit/topology/topo_files.h"
 #include "topology/detect.h"
 #include "topology/merge.h"
@@ -17,44 +18,10 @@
 namespace ferry::topo {
 namespace {
 
-namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/ferry-topo-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-void put(const std::string& file, const std::string& text) {
-  fs::create_directories(fs::path(file).parent_path());
-  std::ofstream(file) << text << "\n";
-}
-
-// A relative symlink, so the fake tree resolves inside its own root.
-void link(const std::string& root, const std::string& at, const std::string& target) {
-  fs::create_directories(fs::path(root + at).parent_path());
-  fs::path parent = fs::canonical(fs::path(root + at).parent_path());  // "at" may sit under a linked directory
-  fs::create_symlink(fs::weakly_canonical(root + target).lexically_relative(parent), root + at);
-}
-
-void pciDev(const std::string& root, const std::string& dir, const std::string& cls, const std::string& vendor,
-            const std::string& numa, const std::string& speed, const std::string& width) {
-  std::string d = root + dir;
-  put(d + "/class", cls);
-  put(d + "/vendor", vendor);
-  put(d + "/device", "0x0001");
-  put(d + "/numa_node", numa);
-  if (!speed.empty()) put(d + "/max_link_speed", speed);
-  if (!width.empty()) put(d + "/max_link_width", width);
-  link(root, "/sys/bus/pci/devices/" + fs::path(dir).filename().string(), dir);
-}
+using testing::link;
+using testing::pciDev;
+using testing::put;
+using testing::TempDir;
 
 // Two NUMA nodes (Sapphire Rapids), a switch with a GPU and a 200G HCA (whose
 // IPoIB netdev must not appear twice), a 25G Ethernet NIC on node 1, an

@@ -90,9 +90,9 @@ TEST_F(TopoToolOutput, Rails) {
   ToolRun t = run(f() + " --rails");
   EXPECT_EQ(t.rc, 0);
   EXPECT_EQ(t.out,
-            "GPU              NIC                  PATH\n"
-            "0000:11:00.0     ib0                  PIX\n"
-            "0000:91:00.0     ib0                  SYS\n");
+            "GPU              NIC                  PATH  ALL NICS\n"
+            "0000:11:00.0     ib0                  PIX   ib0\n"
+            "0000:91:00.0     ib0                  SYS   ib0\n");
   ToolRun j = run(f() + " --rails --json");
   EXPECT_EQ(j.out,
             "{\"rails\": [{\"gpu\": \"0000:11:00.0\", \"nic\": \"ib0\", \"path\": \"PIX\"}, "
