@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,20 +44,27 @@ void onAlarm(int) {
 }
 
 // Fault mode: AllReduce until loopMs have passed; the first error ends it.
+// Ranks agree on when to stop (max-reduced flag each iteration): a rank that
+// left one iteration early would fail its peers' last AllReduce.
 int runLoop(const Ctx& cx, int loopMs) {
   auto t0 = std::chrono::steady_clock::now();
+  auto elapsedMs = [&] {
+    return (long long)std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+        .count();
+  };
   const size_t count = size_t(1) << 20;  // 4 MiB of floats
   int iters = 0;
   for (;;) {
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-    if (ms.count() >= loopMs) break;
-    if (!caseAllReduce(cx, count, Red::kSum, false, /*quiet=*/true)) {
-      ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-      printf("FAIL loop: AllReduce iteration %d failed, %lld ms into the loop\n", iters, (long long)ms.count());
-      fflush(stdout);
+    bool ok = caseAllReduce(cx, count, Red::kSum, false, /*quiet=*/true);
+    int32_t stop = elapsedMs() >= loopMs ? 1 : 0;
+    ncclResult_t r = ok ? ncclAllReduce(&stop, &stop, 1, ncclInt32, ncclMax, cx.comm, nullptr) : ncclSuccess;
+    if (!ok || r != ncclSuccess) {
+      printf("FAIL loop: iteration %d failed, %lld ms into the loop%s%s\n", iters, elapsedMs(),
+             ok ? ": stop-flag AllReduce returned " : "", ok ? ncclGetErrorString(r) : "");
       return 1;
     }
     ++iters;
+    if (stop) break;
   }
   printf("OK loop: %d AllReduce iterations\n", iters);
   return 0;
