@@ -10,6 +10,16 @@ const char* pathName(PathType p) {
   return kNames[static_cast<int>(p)];
 }
 
+std::string jsonQuote(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    o += c;
+  }
+  return o + "\"";
+}
+
 namespace {
 
 PathType worse(PathType a, PathType b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
@@ -230,7 +240,7 @@ std::string PathMatrix::json() const {
   std::string o = "{\"endpoints\": [";
   for (size_t i = 0; i < ends_.size(); ++i) {
     if (i) o += ", ";
-    o += "{\"name\": \"" + ends_[i].name + "\", \"type\": \"" + typeName(ends_[i].type) + "\"}";
+    o += "{\"name\": " + jsonQuote(ends_[i].name) + ", \"type\": \"" + typeName(ends_[i].type) + "\"}";
   }
   o += "], \"paths\": [";
   bool first = true;
@@ -239,8 +249,8 @@ std::string PathMatrix::json() const {
       const PathInfo& q = path(static_cast<int>(a), static_cast<int>(b));
       if (!first) o += ", ";
       first = false;
-      o += "{\"from\": \"" + ends_[a].name + "\", \"to\": \"" + ends_[b].name + "\", \"type\": \"" + pathName(q.type) +
-           "\", \"bw\": " + fmtBw(q.bw) + "}";
+      o += "{\"from\": " + jsonQuote(ends_[a].name) + ", \"to\": " + jsonQuote(ends_[b].name) + ", \"type\": \"" +
+           pathName(q.type) + "\", \"bw\": " + fmtBw(q.bw) + "}";
     }
   }
   return o + "]}";

@@ -25,6 +25,8 @@ namespace ferry::topo {
 
 enum class PathType { kLoc = 0, kNvl, kNvb, kC2c, kPix, kPxb, kP2c, kPxn, kPhb, kSys, kNet, kDis };
 const char* pathName(PathType p);
+// A JSON string literal (quotes, escapes) for the tool's outputs.
+std::string jsonQuote(const std::string& s);
 
 struct PathInfo {
   PathType type = PathType::kDis;

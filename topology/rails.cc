@@ -130,23 +130,12 @@ std::vector<Rail> assignRails(const Graph& g, const RailOptions& opt) {
   return out;
 }
 
-namespace {
-std::string jsonStr(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    o += c;
-  }
-  return o + "\"";
-}
-}  // namespace
 
 std::string railsJson(const std::vector<Rail>& rails) {
   std::string o = "{\"rails\": [";
   for (size_t i = 0; i < rails.size(); ++i) {
     if (i) o += ", ";
-    o += "{\"gpu\": " + jsonStr(rails[i].gpu) + ", \"nic\": " + jsonStr(rails[i].nic) +
+    o += "{\"gpu\": " + jsonQuote(rails[i].gpu) + ", \"nic\": " + jsonQuote(rails[i].nic) +
          ", \"path\": \"" + pathName(rails[i].path) + "\"}";
   }
   return o + "]}";

@@ -126,7 +126,7 @@ int drawGraph(const Graph& g, const std::string& dotFile, const std::string& png
         for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
         return q + "'";
       };
-      int st = std::system(("dot -Tpng -o " + quote(pngFile) + " " + quote(path)).c_str());
+      int st = std::system(("timeout 120 dot -Tpng -o " + quote(pngFile) + " " + quote(path)).c_str());
       if (st != 0) { std::fprintf(stderr, "ferry-topo: dot failed (status %d)\n", WEXITSTATUS(st)); rc = 1; }
     }
   }
