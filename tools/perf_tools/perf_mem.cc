@@ -73,6 +73,11 @@ bool PerfMem::init(const char* cudartName, bool forceHost, int rank, std::string
     return true;
   }
   lib_ = dlopen(cudartName, RTLD_NOW | RTLD_LOCAL);
+  // GPU nodes often have only the versioned runtime (no -dev package).
+  for (const char* v : {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}) {
+    if (lib_ != nullptr || std::strcmp(cudartName, "libcudart.so") != 0) break;
+    lib_ = dlopen(v, RTLD_NOW | RTLD_LOCAL);
+  }
   if (lib_ == nullptr) {
     *note = std::string("buffers in host memory (no CUDA runtime: ") + cudartName +
             " cannot be loaded)";

@@ -23,7 +23,7 @@ class PerfMem {
   ~PerfMem();
 
   // Chooses host or device buffers. cudartName is the library to try
-  // ("libcudart.so"; tests pass a missing name). forceHost: --host-buffers
+  // ("libcudart.so", then its versioned names; tests pass a missing name). forceHost: --host-buffers
   // or FERRY_PERF_HOST=1. *note says why host memory was chosen, or which
   // device is used. False only when CUDA loaded but failed.
   bool init(const char* cudartName, bool forceHost, int rank, std::string* note);

@@ -198,3 +198,9 @@ foreach(n 1 2 3 4)
   list(APPEND _a2av_tests perf_ferry_alltoallv_api_${n}ranks)
 endforeach()
 set_tests_properties(${_a2av_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools")
+# Host buffers on request (the gtest covers a missing libcudart): one note line.
+add_test(NAME perf_host_buffers_env COMMAND ${CMAKE_COMMAND} -DPERF_BIN=${CMAKE_COMMAND}
+  "-DPERF_ARGS=-E env FERRY_PERF_HOST=1 $<TARGET_FILE:all_reduce_perf> --nranks 2 -b 8 -e 1K -f 8 -n 1 -T 60"
+  "-DEXPECT_RE=\n# Note: buffers in host memory .asked for with --host-buffers or FERRY_PERF_HOST=1.\n#\n# Using devices\n.*# Out of bounds values : 0 OK\n"
+  -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+set_tests_properties(perf_host_buffers_env PROPERTIES TIMEOUT 120 LABELS "perf_tools")
