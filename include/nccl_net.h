@@ -4,7 +4,7 @@
  * the UCX network are ncclNet_v11_t tables, and external libnccl-net-*.so
  * plugins (any version v6..v11) are loaded and adapted to v11 by plugins/net.
  * Layouts match NCCL 2.28 on LP64 (checked by static_asserts in
- * tests/abi/net_layout_test.cc). Older versions live in nccl_net_legacy.h.
+ * tests/plugins/layout_test.cc). Older versions live in nccl_net_legacy.h.
  *
  * A plugin implements one struct and exports it under the symbol
  * ncclNetPlugin_v<N>. All functions return ncclResult_t and must not block:

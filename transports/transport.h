@@ -42,15 +42,14 @@ struct PeerInfo {
   uint8_t reserved[24] = {};
 };
 
-// Small control messages between two ranks of the communicator (the
-// bootstrap network), e.g. to trade a network plugin's listen handles. send
-// never waits for the peer to call recv; recv waits (bounded by the
-// communicator's deadline and abort flag) for the (peer, tag) message.
+// A collective exchange among the communicator's ranks (the bootstrap
+// network), e.g. to publish a network plugin's listen handle. Every rank must
+// call it, in the same order; bounded by the communicator's deadline.
 class PeerExchange {
  public:
   virtual ~PeerExchange() = default;
-  virtual Status send(int peer, int tag, const void* data, size_t size) = 0;
-  virtual Status recv(int peer, int tag, void* data, size_t size) = 0;
+  // My block is at all + rank*bytesPerRank; on return all blocks are filled.
+  virtual Status allGather(void* all, size_t bytesPerRank) = 0;
 };
 
 // Everything a transport needs to know about the communicator it serves.
@@ -62,7 +61,7 @@ struct CommContext {
   const std::vector<PeerInfo>* peers = nullptr;  // filled after the init allgather
   const std::atomic<bool>* abortFlag = nullptr;  // set by ncclCommAbort / fatal errors
   int64_t timeoutMs = 30000;        // deadline for connection setup
-  PeerExchange* exchange = nullptr; // set by the communicator before any connect()
+  PeerExchange* exchange = nullptr; // set by the communicator before prepare()
 };
 
 struct SendSlot {
@@ -122,12 +121,19 @@ class Transport {
   // of *self.
   virtual Status setup(const CommContext& ctx, PeerInfo* self) = 0;
 
+  // Called once by every rank after the allgather (peers and commHash are
+  // known), in the same order on all ranks: may use ctx.exchange.
+  virtual Status prepare(const CommContext& ctx) { return Status::ok(); }
+
   // Can this transport reach `peer` (after the allgather)?
   virtual bool canConnect(const CommContext& ctx, const PeerInfo& self,
                           const PeerInfo& peer) const = 0;
 
-  // Both ranks of the pair call connect() for each other, in any order; it
-  // blocks (bounded by ctx.timeoutMs and the abort flag) until the link is up.
+  // Both ranks of the pair call connect() for each other, in any order and
+  // interleaved with connects to other peers; it blocks (bounded by
+  // ctx.timeoutMs and the abort flag) until the link is up. A connect must
+  // never wait for the peer's connect() to *this* rank: ranks reach their
+  // peers in different orders, and waiting would deadlock a ring.
   virtual Result<std::unique_ptr<Connection>> connect(const CommContext& ctx, int peer) = 0;
 };
 

@@ -24,7 +24,7 @@ Comm::Comm(int rank, int nranks, CommConfig config)
   // A ring step must fit in half of the smallest connection FIFO.
   using config::Param;
   int64_t shmFifo = config::getInt(Param::kShmSlots) * config::getInt(Param::kShmSlotBytes);
-  int64_t sockFifo = config::getInt(Param::kSocketSlots) * config::getInt(Param::kSocketSlotBytes);
+  int64_t sockFifo = config::getInt(Param::kNetSlots) * config::getInt(Param::kNetSlotBytes);
   int64_t chunk = std::min({config::getInt(Param::kChunkBytes), shmFifo / 2, sockFifo / 2});
   chunkBytes_ = static_cast<size_t>(std::max<int64_t>(4096, chunk));
   algoFilter_ = config::getString(Param::kAlgo);
@@ -89,6 +89,7 @@ Status Comm::setupPeers() {
   ctx_.commHash = hash64(seed, sizeof(seed));
   ctx_.peers = &peers_;
   conns_.resize(nranks_);
+  for (auto& t : transports_) FERRY_TRY(t->prepare(ctx_));
   // The direct reduce-scatter/all-gather beats the ring only while every
   // rank has a core: it makes each rank wait for all others twice a round.
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -126,12 +127,8 @@ void Comm::logTopology() const {
              static_cast<const void*>(this), rank_, nranks_, hosts.size(), localRanks, localRank);
 }
 
-Status Comm::BootstrapExchange::send(int peer, int tag, const void* data, size_t size) {
-  return comm_->bootstrap_->send(peer, tag, data, size);
-}
-
-Status Comm::BootstrapExchange::recv(int peer, int tag, void* data, size_t size) {
-  return comm_->bootstrap_->recv(peer, tag, data, size);
+Status Comm::BootstrapExchange::allGather(void* all, size_t bytesPerRank) {
+  return comm_->bootstrap_->allGather(all, bytesPerRank);
 }
 
 Result<Connection*> Comm::connection(int peer) {

@@ -3,8 +3,6 @@
 
 #include <strings.h>
 
-#include <cstdarg>
-#include <cstdio>
 
 #include "core/config.h"
 #include "core/log.h"
@@ -32,18 +30,6 @@ bool nameMatches(const ncclNet_v11_t* net, const std::string& wanted) {
 
 }  // namespace
 
-extern "C" void ferryNetLogger(ncclDebugLogLevel level, unsigned long flags, const char* file,
-                               int line, const char* fmt, ...) {
-  auto lvl = static_cast<log::Level>(level);
-  if (!log::enabled(lvl, flags)) return;
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  log::write(lvl, flags, file ? file : "plugin", line, "plugin", "%s", buf);
-}
-
 std::vector<NetCandidate> netCandidates() {
   std::vector<NetCandidate> list;
   for (const netplugin::ExternalNet& e : netplugin::externalNets())
@@ -69,7 +55,7 @@ Result<ActiveNet> openNet(uint64_t commId) {
     if (!nameMatches(c.net, wanted)) continue;
     ActiveNet a{c.net, nullptr, 0, c.origin};
     ncclNetCommConfig_v11_t cfg{NCCL_NET_TRAFFIC_CLASS_UNDEF};
-    ncclResult_t r = c.net->init(&a.ctx, commId, &cfg, ferryNetLogger, nullptr);
+    ncclResult_t r = c.net->init(&a.ctx, commId, &cfg, netplugin::pluginLogger(), nullptr);
     if (r == ncclSuccess) r = c.net->devices(&a.ndev);
     if (r == ncclSuccess && a.ndev > 0) {
       FERRY_INFO(log::kInit | log::kNet, "NET: using network %s (%s), %d device(s)", c.net->name,

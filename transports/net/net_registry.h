@@ -38,8 +38,4 @@ struct ActiveNet {
 
 Result<ActiveNet> openNet(uint64_t commId);
 
-// The logger handed to plugins: their lines go through Ferry's logging.
-extern "C" void ferryNetLogger(ncclDebugLogLevel level, unsigned long flags, const char* file,
-                               int line, const char* fmt, ...);
-
 }  // namespace ferry::net

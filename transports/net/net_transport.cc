@@ -1,6 +1,8 @@
-// NetTransport (see net_transport.h).
+// NetTransport: set-up and connect (see net_transport.h); the pair
+// handshake is in net_handshake.cc.
 #include "transports/net/net_transport.h"
 
+#include <set>
 #include <string>
 
 #include "core/config.h"
@@ -11,9 +13,6 @@
 namespace ferry::net {
 namespace {
 
-// Bootstrap tag of the listen-handle exchange ("NETH").
-constexpr int kHandleTag = 0x4e455448;
-
 int localRank(const CommContext& ctx) {
   const std::vector<PeerInfo>& peers = *ctx.peers;
   int local = 0;
@@ -21,10 +20,37 @@ int localRank(const CommContext& ctx) {
   return local;
 }
 
+// Same answer on every rank (it depends only on what all ranks know), so
+// either all ranks take part in prepare's allgather or none does.
+bool networkNeeded(const CommContext& ctx) {
+  if (config::getBool(config::Param::kShmDisable) && ctx.nranks > 1) return true;
+  std::set<uint64_t> hosts;
+  for (const PeerInfo& p : *ctx.peers) hosts.insert(p.hostHash);
+  return hosts.size() > 1;
+}
+
 }  // namespace
 
-NetTransport::~NetTransport() {
-  if (opened_ && net_.ctx && net_.net->finalize) net_.net->finalize(net_.ctx);
+NetTransport::~NetTransport() { closeAll(); }
+
+void NetTransport::closeAll() {
+  if (!opened_) return;
+  const ncclNet_v11_t* n = net_.net;
+  for (auto& in : incoming_) {
+    if (in->mh) n->deregMr(in->recvComm, in->mh);
+    n->closeRecv(in->recvComm);
+  }
+  for (auto& [peer, p] : pairs_) {
+    if (p->outMh) n->deregMr(p->sendComm, p->outMh);
+    if (p->sendComm) n->closeSend(p->sendComm);
+    if (p->recvComm) n->closeRecv(p->recvComm);
+  }
+  incoming_.clear();
+  pairs_.clear();
+  if (listenComm_) n->closeListen(listenComm_);
+  listenComm_ = nullptr;
+  if (net_.ctx && n->finalize) n->finalize(net_.ctx);
+  opened_ = false;
 }
 
 Status NetTransport::setup(const CommContext& ctx, PeerInfo* self) {
@@ -32,68 +58,63 @@ Status NetTransport::setup(const CommContext& ctx, PeerInfo* self) {
   return checkNetName();
 }
 
-Status NetTransport::ensureOpen(const CommContext& ctx) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (opened_) return Status::ok();
-  FERRY_ASSIGN(net_, openNet(ctx.commHash));
-  opened_ = true;
-  dev_ = localRank(ctx) % net_.ndev;
+Status NetTransport::prepare(const CommContext& ctx) {
+  if (!networkNeeded(ctx)) return Status::ok();
+  if (!ctx.exchange) return internalError("net transport needs the communicator's PeerExchange");
+  std::array<char, NCCL_NET_HANDLE_MAXSIZE> mine{};
+  Status st = Status::ok();
+  {
+    Result<ActiveNet> net = openNet(ctx.commHash);
+    if (net.isOk()) {
+      net_ = net.take();
+      opened_ = true;
+      dev_ = localRank(ctx) % net_.ndev;
+      st = check(net_.net->listen(net_.ctx, dev_, mine.data(), &listenComm_), "listen",
+                 "device " + std::to_string(dev_));
+      if (st.isOk() && !listenComm_) st = internalError("network listen returned no comm");
+    } else {
+      st = net.status();
+    }
+  }
+  // Take part in the allgather even after a local failure, so the other
+  // ranks see a clean error instead of waiting for us until their deadline.
+  handles_.assign(ctx.nranks, {});
+  handles_[ctx.rank] = mine;
+  Status ex = ctx.exchange->allGather(handles_.data(), NCCL_NET_HANDLE_MAXSIZE);
+  FERRY_TRY(st);
+  FERRY_TRY(ex);
+  FERRY_INFO(log::kInit | log::kNet, "NET: %s device %d listening for %d ranks", net_.net->name,
+             dev_, ctx.nranks);
   return Status::ok();
 }
 
-Result<void*> NetTransport::listen(const CommContext& ctx, char* handle) {
-  void* listenComm = nullptr;
-  FERRY_TRY(pluginStatus(net_.net->listen(net_.ctx, dev_, handle, &listenComm), "listen",
-                         std::string(net_.net->name) + " device " + std::to_string(dev_)));
-  if (!listenComm) return internalError(std::string("network ") + net_.net->name + " listen returned no comm");
-  return listenComm;
-}
-
 Result<std::unique_ptr<Connection>> NetTransport::connect(const CommContext& ctx, int peer) {
-  if (!ctx.exchange) return internalError("net transport needs the communicator's PeerExchange");
-  FERRY_TRY(ensureOpen(ctx));
-  char mine[NCCL_NET_HANDLE_MAXSIZE] = {};
-  char theirs[NCCL_NET_HANDLE_MAXSIZE] = {};
-  FERRY_ASSIGN(void* listenComm, listen(ctx, mine));
-  std::string where = std::string(net_.net->name) + " to rank " + std::to_string(peer);
-  void* sendComm = nullptr;
-  void* recvComm = nullptr;
-  auto cleanup = [&] {
-    if (sendComm) net_.net->closeSend(sendComm);
-    if (recvComm) net_.net->closeRecv(recvComm);
-    net_.net->closeListen(listenComm);
-  };
-  Status st = ctx.exchange->send(peer, kHandleTag, mine, sizeof(mine));
-  if (st.isOk()) st = ctx.exchange->recv(peer, kHandleTag, theirs, sizeof(theirs));
-  Waiter w(ctx.abortFlag, ctx.timeoutMs, "network connection setup");
-  while (st.isOk() && !(sendComm && recvComm)) {
-    ncclNetDeviceHandle_v11_t* noOffload = nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!opened_) {
+    return internalError("no network was set up for this communicator (rank " +
+                         std::to_string(peer) + " must be reached over the network)");
+  }
+  pairFor(ctx, peer);
+  Waiter w(ctx.abortFlag, ctx.timeoutMs, "connecting over the network");
+  std::string where = std::string(net_.net->name) + " rank " + std::to_string(peer);
+  for (;;) {
     bool moved = false;
-    if (!sendComm) {
-      st = pluginStatus(net_.net->connect(net_.ctx, dev_, theirs, &sendComm, &noOffload), "connect", where);
-      moved = sendComm != nullptr;
+    Status st = pump(ctx, &moved);
+    if (st.isOk() && pairs_[peer]->complete()) break;
+    if (st.isOk()) {
+      if (moved) w.progressed(); else st = w.idle();
     }
-    if (st.isOk() && !recvComm) {
-      noOffload = nullptr;
-      st = pluginStatus(net_.net->accept(listenComm, &recvComm, &noOffload), "accept", where);
-      moved = moved || recvComm != nullptr;
-    }
-    if (!st.isOk() || (sendComm && recvComm)) break;
-    if (moved) w.progressed(); else st = w.idle();
+    if (!st.isOk()) return Status(st.code(), "connecting to " + where + ": " + st.message());
   }
-  if (!st.isOk()) {
-    cleanup();
-    return Status(st.code(), "connecting to rank " + std::to_string(peer) + " over " +
-                                 net_.net->name + ": " + st.message());
-  }
-  net_.net->closeListen(listenComm);
-  int slots = static_cast<int>(std::max<int64_t>(2, config::getInt(config::Param::kSocketSlots)));
+  std::unique_ptr<Pair> p = std::move(pairs_[peer]);
+  pairs_.erase(peer);
+  int slots = static_cast<int>(std::max<int64_t>(2, config::getInt(config::Param::kNetSlots)));
   size_t slotBytes = static_cast<size_t>(
-      std::max<int64_t>(4096, config::getInt(config::Param::kSocketSlotBytes)));
+      std::max<int64_t>(4096, config::getInt(config::Param::kNetSlotBytes)));
   std::string desc = std::string(net_.net->name) + "/" + std::to_string(dev_) + " rank " +
                      std::to_string(peer) + " (" + (*ctx.peers)[peer].hostname + ")";
-  auto conn = std::make_unique<NetConnection>(net_.net, sendComm, recvComm, peer, slots, slotBytes,
-                                              desc);
+  auto conn = std::make_unique<NetConnection>(net_.net, p->sendComm, p->recvComm, peer, slots,
+                                              slotBytes, desc);
   FERRY_TRY(conn->init());
   return std::unique_ptr<Connection>(std::move(conn));
 }

@@ -1,28 +1,42 @@
 // The "net" transport: Connections over an NCCL network (net_registry.h)
 // for peers on other nodes, or any peer when shared memory is disabled.
 //
-// The network is chosen and initialised at the first connect (only
-// communicators that span nodes pay for it). For each peer pair both ranks
-// listen on their device, trade the 128-byte listen handles through the
-// communicator's PeerExchange, then drive connect/accept until both
-// directions are up (the ABI's calls never block; NULL means "again").
-// A rank uses device localRank % ndev, so ranks with the same local rank on
-// different hosts talk over the same rail.
+// Set-up (prepare, collective): communicators that span hosts open the
+// network, listen once on device localRank % ndev (ranks with the same local
+// rank on different hosts then share a rail) and allgather the 128-byte
+// listen handles.
+//
+// Pairs: a rank connects to a peer's handle and sends a 16-byte hello
+// {commHash, rank} on the new send comm; the peer accepts on its one listener,
+// reads the hello to learn who it is, and connects back. So connect(peer)
+// never needs the peer to be inside connect(me): any connect() call pumps
+// the listener and finishes the pairs other ranks started. A pair is a
+// connection once both directions and the hello are through.
 #pragma once
 
+#include <array>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "transports/net/net_registry.h"
 #include "transports/transport.h"
 
 namespace ferry::net {
 
+struct Hello {
+  uint64_t commHash = 0;
+  int32_t rank = -1;
+  uint32_t magic = 0;
+};
+
 class NetTransport : public Transport {
  public:
   ~NetTransport() override;
   const char* name() const override { return "net"; }
   Status setup(const CommContext& ctx, PeerInfo* self) override;
+  Status prepare(const CommContext& ctx) override;
   bool canConnect(const CommContext& ctx, const PeerInfo& self,
                   const PeerInfo& peer) const override {
     return true;
@@ -30,13 +44,39 @@ class NetTransport : public Transport {
   Result<std::unique_ptr<Connection>> connect(const CommContext& ctx, int peer) override;
 
  private:
-  Status ensureOpen(const CommContext& ctx);
-  Result<void*> listen(const CommContext& ctx, char* handle);
+  struct Pair {
+    void* sendComm = nullptr;
+    void* recvComm = nullptr;  // identified by its hello
+    Hello out;
+    void* outMh = nullptr;
+    void* outReq = nullptr;
+    bool helloSent = false;
+    bool complete() const { return sendComm && recvComm && helloSent; }
+  };
+  struct Incoming {
+    void* recvComm = nullptr;
+    Hello in;
+    void* mh = nullptr;
+    void* req = nullptr;
+  };
+
+  // One round of progress on every pending pair and incoming connection.
+  Status pump(const CommContext& ctx, bool* moved);
+  Status acceptNew(bool* moved);
+  Status readHellos(const CommContext& ctx, bool* moved);
+  Status advancePair(const CommContext& ctx, int peer, Pair& p, bool* moved);
+  Pair& pairFor(const CommContext& ctx, int peer);
+  Status check(ncclResult_t r, const char* call, const std::string& where);
+  void closeAll();
 
   std::mutex mu_;
   bool opened_ = false;
   ActiveNet net_;
   int dev_ = 0;
+  void* listenComm_ = nullptr;
+  std::vector<std::array<char, 128>> handles_;  // every rank's listen handle
+  std::map<int, std::unique_ptr<Pair>> pairs_;
+  std::vector<std::unique_ptr<Incoming>> incoming_;
 };
 
 std::unique_ptr<Transport> createNetTransport();

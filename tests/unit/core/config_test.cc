@@ -100,9 +100,9 @@ TEST_F(ConfigTest, ConfigFile) {
             "not a setting\n"
             "  # FERRY_SPIN_COUNT=5\n"
             "NCCL_SHM_DISABLE=yes\n"
-            "FERRY_SOCKET_SLOTS=3\n");
+            "FERRY_NET_SLOTS=3\n");
   setenv("NCCL_CONF_FILE", conf.c_str(), 1);
-  setenv("FERRY_SOCKET_SLOTS", "9", 1);  // the environment wins over the file
+  setenv("FERRY_NET_SLOTS", "9", 1);  // the environment wins over the file
   reload();
   EXPECT_EQ(getInt(Param::kShmSlots), 12);
   EXPECT_EQ(source(Param::kShmSlots), "config file " + conf);
@@ -174,7 +174,7 @@ TEST_F(ConfigTest, ValuesAreCachedUntilReload) {
 
 TEST_F(ConfigTest, SetByLinesLoggedOncePerVariable) {
   std::string conf = dir_.file("nccl.conf");
-  writeFile(conf, "FERRY_SOCKET_SLOTS=6\n");
+  writeFile(conf, "FERRY_NET_SLOTS=6\n");
   setenv("NCCL_CONF_FILE", conf.c_str(), 1);
   std::string logPath = logToFile();
   setenv("FERRY_SHM_SLOTS", "5", 1);
@@ -185,7 +185,7 @@ TEST_F(ConfigTest, SetByLinesLoggedOncePerVariable) {
   }
   std::string text = readFile(logPath);
   EXPECT_EQ(countOf(text, "NCCL INFO FERRY_SHM_SLOTS set by environment to 5\n"), 1u) << text;
-  EXPECT_EQ(countOf(text, "NCCL INFO FERRY_SOCKET_SLOTS set by config file " + conf + " to 6\n"),
+  EXPECT_EQ(countOf(text, "NCCL INFO FERRY_NET_SLOTS set by config file " + conf + " to 6\n"),
             1u)
       << text;
   EXPECT_EQ(countOf(text, "FERRY_SPIN_COUNT"), 0u) << text;

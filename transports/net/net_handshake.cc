@@ -1,0 +1,117 @@
+// NetTransport's pair handshake (see net_transport.h): connect to the
+// peer's handle and send a hello; accept, read hellos, connect back.
+#include <string>
+
+#include "core/log.h"
+#include "transports/net/net_connection.h"
+#include "transports/net/net_transport.h"
+
+namespace ferry::net {
+namespace {
+constexpr uint32_t kHelloMagic = 0x46524e48;  // "FRNH"
+}
+
+Status NetTransport::check(ncclResult_t r, const char* call, const std::string& where) {
+  Status st = pluginStatus(r, call, where);
+  if (!st.isOk()) FERRY_WARN("%s", st.message().c_str());
+  return st;
+}
+
+NetTransport::Pair& NetTransport::pairFor(const CommContext& ctx, int peer) {
+  std::unique_ptr<Pair>& p = pairs_[peer];
+  if (!p) {
+    p = std::make_unique<Pair>();
+    p->out = Hello{ctx.commHash, ctx.rank, kHelloMagic};
+  }
+  return *p;
+}
+
+Status NetTransport::pump(const CommContext& ctx, bool* moved) {
+  FERRY_TRY(acceptNew(moved));
+  FERRY_TRY(readHellos(ctx, moved));
+  for (auto& [peer, p] : pairs_)
+    if (p) FERRY_TRY(advancePair(ctx, peer, *p, moved));
+  return Status::ok();
+}
+
+Status NetTransport::acceptNew(bool* moved) {
+  for (;;) {
+    void* rc = nullptr;
+    ncclNetDeviceHandle_v11_t* noOffload = nullptr;
+    FERRY_TRY(check(net_.net->accept(listenComm_, &rc, &noOffload), "accept", "the listener"));
+    if (!rc) return Status::ok();
+    auto in = std::make_unique<Incoming>();
+    in->recvComm = rc;
+    incoming_.push_back(std::move(in));
+    *moved = true;
+  }
+}
+
+// Post a receive for each new connection's hello; file the connection under
+// the rank it names once the hello is in.
+Status NetTransport::readHellos(const CommContext& ctx, bool* moved) {
+  const ncclNet_v11_t* n = net_.net;
+  for (size_t i = 0; i < incoming_.size();) {
+    Incoming& in = *incoming_[i];
+    if (!in.mh) FERRY_TRY(check(n->regMr(in.recvComm, &in.in, sizeof(Hello), NCCL_PTR_HOST, &in.mh), "regMr", "hello"));
+    int done = 0;
+    if (!in.req) {
+      void* data = &in.in;
+      size_t size = sizeof(Hello);
+      int tag = 0;
+      FERRY_TRY(check(n->irecv(in.recvComm, 1, &data, &size, &tag, &in.mh, nullptr, &in.req), "irecv", "hello"));
+    } else {
+      int got = 0;
+      FERRY_TRY(check(n->test(in.req, &done, &got), "test", "hello"));
+      if (done && got != static_cast<int>(sizeof(Hello))) done = -1;
+    }
+    if (!done) { ++i; continue; }
+    *moved = true;
+    Hello h = in.in;
+    n->deregMr(in.recvComm, in.mh);
+    void* rc = in.recvComm;
+    incoming_.erase(incoming_.begin() + static_cast<long>(i));
+    if (done < 0 || h.magic != kHelloMagic || h.commHash != ctx.commHash || h.rank < 0 ||
+        h.rank >= ctx.nranks || h.rank == ctx.rank) {
+      FERRY_WARN("net: refused a connection with a bad hello (rank %d, magic %#x)", h.rank, h.magic);
+      n->closeRecv(rc);
+      continue;
+    }
+    Pair& p = pairFor(ctx, h.rank);  // a pair the peer started: we connect back
+    if (p.recvComm) {
+      n->closeRecv(rc);
+      return internalError("net: rank " + std::to_string(h.rank) + " connected twice");
+    }
+    p.recvComm = rc;
+  }
+  return Status::ok();
+}
+
+Status NetTransport::advancePair(const CommContext& ctx, int peer, Pair& p, bool* moved) {
+  const ncclNet_v11_t* n = net_.net;
+  std::string where = std::string(n->name) + " rank " + std::to_string(peer);
+  if (!p.sendComm) {
+    ncclNetDeviceHandle_v11_t* noOffload = nullptr;
+    // The same handle buffer on every retry: plugins may keep their progress in it.
+    FERRY_TRY(check(n->connect(net_.ctx, dev_, handles_[peer].data(), &p.sendComm, &noOffload),
+                    "connect", where));
+    if (!p.sendComm) return Status::ok();
+    *moved = true;
+  }
+  if (p.helloSent) return Status::ok();
+  if (!p.outMh) FERRY_TRY(check(n->regMr(p.sendComm, &p.out, sizeof(Hello), NCCL_PTR_HOST, &p.outMh), "regMr", where));
+  if (!p.outReq) {
+    FERRY_TRY(check(n->isend(p.sendComm, &p.out, sizeof(Hello), 0, p.outMh, nullptr, &p.outReq), "isend", where));
+    if (!p.outReq) return Status::ok();
+  }
+  int done = 0;
+  FERRY_TRY(check(n->test(p.outReq, &done, nullptr), "test", where));
+  if (!done) return Status::ok();
+  n->deregMr(p.sendComm, p.outMh);
+  p.outMh = p.outReq = nullptr;
+  p.helloSent = true;
+  *moved = true;
+  return Status::ok();
+}
+
+}  // namespace ferry::net
