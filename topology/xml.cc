@@ -18,6 +18,36 @@ void XmlElement::setAttr(const std::string& key, std::string value) {
 
 namespace {
 
+// The five predefined XML entities; interface names may hold any of these characters.
+const std::pair<const char*, char> kEntities[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
+
+std::string unescape(const std::string& v) {
+  std::string o;
+  for (size_t i = 0; i < v.size(); ++i) {
+    bool done = false;
+    for (const auto& [ent, c] : kEntities) {
+      if (v.compare(i, std::char_traits<char>::length(ent), ent) != 0) continue;
+      o += c;
+      i += std::char_traits<char>::length(ent) - 1;
+      done = true;
+      break;
+    }
+    if (!done) o += v[i];
+  }
+  return o;
+}
+
+std::string escape(const std::string& v) {
+  std::string o;
+  for (char c : v) {
+    const char* ent = nullptr;
+    for (const auto& [e, ch] : kEntities)
+      if (ch == c && ch != '\'') ent = e;
+    o += ent ? ent : std::string(1, c);
+  }
+  return o;
+}
+
 class Parser {
  public:
   explicit Parser(const std::string& t) : t_(t) {}
@@ -91,7 +121,7 @@ class Parser {
       char q = t_[pos_++];
       size_t end = t_.find(q, pos_);
       if (end == std::string::npos) return err("unterminated attribute '" + key + "'");
-      e->attrs.emplace_back(key, t_.substr(pos_, end - pos_));
+      e->attrs.emplace_back(key, unescape(t_.substr(pos_, end - pos_)));
       pos_ = end + 1;
     }
     while (true) {
@@ -119,7 +149,7 @@ class Parser {
 void writeRec(const XmlElement& e, int depth, std::string& out) {
   out.append(static_cast<size_t>(depth) * 2, ' ');
   out += "<" + e.name;
-  for (const auto& kv : e.attrs) out += " " + kv.first + "=\"" + kv.second + "\"";
+  for (const auto& kv : e.attrs) out += " " + kv.first + "=\"" + escape(kv.second) + "\"";
   if (e.children.empty()) { out += "/>\n"; return; }
   out += ">\n";
   for (const auto& c : e.children) writeRec(*c, depth + 1, out);

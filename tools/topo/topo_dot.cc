@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <vector>
 
 namespace ferry::topo {
 
@@ -97,6 +98,14 @@ std::string toDot(const Graph& g) {
     }
   }
   if (nvs) o += "  nvs [shape=octagon, label=\"NVSwitch\"];\n";
+  // The inter-socket links NCCL assumes between every two CPUs of a host.
+  std::vector<int> cpus;
+  for (size_t k = 0; k < g.nodes().size(); ++k)
+    if (g.node(static_cast<int>(k)).kind == Kind::kCpu) cpus.push_back(static_cast<int>(k));
+  for (size_t a = 0; a < cpus.size(); ++a)
+    for (size_t b = a + 1; b < cpus.size(); ++b)
+      if (g.node(cpus[a]).attr("host_hash") == g.node(cpus[b]).attr("host_hash"))
+        edges += "  " + id(cpus[a]) + " -- " + id(cpus[b]) + " [style=dashed, label=\"SYS\"];\n";
   return o + edges + "}\n";
 }
 

@@ -154,6 +154,7 @@ TEST_F(TopoToolOutput, DotAndPng) {
             "  n3 -- n10 [style=bold, color=darkgreen, label=\"nvlink x2\"];\n"
             "  n2 -- n6 [label=\"x16 16.0 GT/s\"];\n"
             "  n9 -- n10 [label=\"x16 16.0 GT/s\"];\n"
+            "  n1 -- n9 [style=dashed, label=\"SYS\"];\n"
             "}\n");
   std::string png = dir_ + "/t.png";
   ToolRun p = run(f() + " --png " + png, true);

@@ -29,6 +29,14 @@ TEST(TopoXml, ParsesHeaderCommentsAndAttributes) {
   EXPECT_EQ(root.children[0]->children[0]->line, 4);
 }
 
+TEST(TopoXml, EntitiesRoundTrip) {
+  auto r = parseXml("<system a=\"x&amp;y &lt;&gt; &quot;q&quot; &apos;\" b='it&apos;s'/>");
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(*r.value()->attr("a"), "x&y <> \"q\" '");
+  EXPECT_EQ(*r.value()->attr("b"), "it's");
+  EXPECT_EQ(writeXml(*r.value()), "<system a=\"x&amp;y &lt;&gt; &quot;q&quot; '\" b=\"it's\"/>\n");
+}
+
 TEST(TopoXml, RejectsBrokenDocuments) {
   EXPECT_NE(parseXml("<system><cpu></system>").status().message().find("</system> does not close <cpu>"),
             std::string::npos);
