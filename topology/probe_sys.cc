@@ -72,7 +72,9 @@ std::vector<std::string> busChain(const std::string& real) {
 std::vector<std::string> listDir(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
+  // Explicit increments with an error code: the range-for form throws on errors.
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    out.push_back(it->path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
 }
