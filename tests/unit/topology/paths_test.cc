@@ -6,6 +6,7 @@
 
 #include "tests/unit/topology/topo_files.h"
 #include "topology/paths.h"
+#include "topology/rails.h"
 
 namespace ferry::topo {
 namespace {
@@ -224,6 +225,33 @@ TEST(TopoPathsFiles, Ncv4AndNdv4) {
   auto m4 = PathMatrix::compute(g4.value());
   EXPECT_PATH(m4, "0003:00:00.0", "0103:00:00.0", "PIX", 24.0);
   EXPECT_PATH(m4, "0003:00:00.0", "0001:00:00.0", "SYS", 16.0);
+}
+
+}  // namespace
+}  // namespace ferry::topo
+
+namespace ferry::topo {
+namespace {
+
+// Rails classify GPU-NIC pairs from the PCI tree alone; the path matrix from
+// typed links. They must agree on every real file, except where the matrix
+// finds a PXN route that beats the direct one.
+TEST(TopoPathsFiles, RailsAgreeWithTheMatrixOnEveryFile) {
+  FERRY_NEED_TOPO_DIR();
+  int checked = 0;
+  for (const auto& f : testing::allTopoFiles()) {
+    if (f == testing::kMalformed) continue;
+    auto g = Graph::fromFile(testing::topoFile(f));
+    ASSERT_TRUE(g.isOk()) << f;
+    auto m = PathMatrix::compute(g.value());
+    for (const Rail& r : assignRails(g.value())) {
+      PathType t = m.path(r.gpu, r.nic).type;
+      if (t == PathType::kPxn && r.path > PathType::kPxb) continue;
+      EXPECT_STREQ(pathName(t), pathName(r.path)) << f << ": " << r.gpu << " -> " << r.nic;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 100);
 }
 
 }  // namespace
