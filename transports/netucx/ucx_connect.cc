@@ -30,15 +30,15 @@ void dropComm(Comm* c) {
 // A half-made endpoint: force it closed. Freeing a request still in flight
 // is allowed (UCX releases it on completion); none has a callback into c.
 void abandonEndpoint(Comm* c) {
-  if (c->pingReq) ucp_request_free(c->pingReq);
+  if (c->pingReq) ucp().ucp_request_free(c->pingReq);
   c->pingReq = nullptr;
   if (!c->ep) return;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  ucs_status_ptr_t sp = ucp_ep_close_nbx(c->ep, &p);
+  ucs_status_ptr_t sp = ucp().ucp_ep_close_nbx(c->ep, &p);
   c->ep = nullptr;
-  if (UCS_PTR_IS_PTR(sp)) ucp_request_free(sp);
+  if (UCS_PTR_IS_PTR(sp)) ucp().ucp_request_free(sp);
 }
 
 // Give up a connect in progress. The caller must not hold the context lock.
@@ -124,9 +124,9 @@ ncclResult_t exchangeHello(Context* ctx, Handle* h) {
       // wireup reply toward it is still queued, which a lazily wired reverse
       // path otherwise risks at the first rendezvous.
       ucp_request_param_t p{};
-      sp = ucp_tag_send_sync_nbx(c->ep, nullptr, 0, c->tag | kPingTagBit, &p);
+      sp = ucp().ucp_tag_send_sync_nbx(c->ep, nullptr, 0, c->tag | kPingTagBit, &p);
       if (UCS_PTR_IS_ERR(sp)) {
-        UCX_WARN("connect: handshake ping failed: %s", ucs_status_string(UCS_PTR_STATUS(sp)));
+        UCX_WARN("connect: handshake ping failed: %s", ucp().ucs_status_string(UCS_PTR_STATUS(sp)));
       }
     }
   }
@@ -141,16 +141,16 @@ ncclResult_t awaitWireup(Comm* c, bool* wired) {
   *wired = false;
   if (c->pingReq) {
     progress(c->ctx);
-    ucs_status_t st = ucp_request_check_status(c->pingReq);
+    ucs_status_t st = ucp().ucp_request_check_status(c->pingReq);
     if (st == UCS_INPROGRESS) {
       if (!c->ch.peerClosed() && !c->epFailed) return ncclSuccess;
       UCX_WARN("connect: the peer went away while the connection was being wired up");
       return ncclRemoteError;
     }
-    ucp_request_free(c->pingReq);
+    ucp().ucp_request_free(c->pingReq);
     c->pingReq = nullptr;
     if (st != UCS_OK) {
-      UCX_WARN("connect: wiring up the endpoint failed: %s", ucs_status_string(st));
+      UCX_WARN("connect: wiring up the endpoint failed: %s", ucp().ucs_status_string(st));
       return ncclRemoteError;
     }
   }
@@ -165,8 +165,8 @@ void dropPending(ListenComm* lc) {
   if (!c) return;
   if (c->pingReq) {
     std::lock_guard<std::mutex> lock(lc->ctx->mu);
-    ucp_request_cancel(lc->ctx->worker, c->pingReq);
-    ucp_request_free(c->pingReq);
+    ucp().ucp_request_cancel(lc->ctx->worker, c->pingReq);
+    ucp().ucp_request_free(c->pingReq);
   }
   dropComm(c);
 }
@@ -198,7 +198,7 @@ ncclResult_t createEndpoint(Comm* comm, const std::vector<uint8_t>& remoteAddr) 
   ep.err_mode = ctx->noPeerErrMode ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
   ep.err_handler.cb = epError;
   ep.err_handler.arg = comm;
-  ucs_status_t st = ucp_ep_create(ctx->worker, &ep, &comm->ep);
+  ucs_status_t st = ucp().ucp_ep_create(ctx->worker, &ep, &comm->ep);
   if (st == UCS_ERR_UNREACHABLE && !ctx->noPeerErrMode) {
     // UCX 1.13's shared-memory transports cannot detect a dead peer, so in
     // PEER mode they are not eligible at all.
@@ -206,10 +206,10 @@ ncclResult_t createEndpoint(Comm* comm, const std::vector<uint8_t>& remoteAddr) 
              "context use UCP_ERR_HANDLING_MODE_NONE (failures are seen on the side channel)");
     ctx->noPeerErrMode = true;
     ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    st = ucp_ep_create(ctx->worker, &ep, &comm->ep);
+    st = ucp().ucp_ep_create(ctx->worker, &ep, &comm->ep);
   }
   if (st != UCS_OK) {
-    UCX_WARN("ucp_ep_create failed: %s", ucs_status_string(st));
+    UCX_WARN("ucp_ep_create failed: %s", ucp().ucs_status_string(st));
     comm->ep = nullptr;
     return ncclSystemError;
   }
@@ -322,10 +322,10 @@ ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11_t
     c->tag = lc->ctx->nextTag++;
     ucp_request_param_t p{};
     ucs_status_ptr_t sp =
-        ucp_tag_recv_nbx(lc->ctx->worker, nullptr, 0, c->tag | kPingTagBit, ~ucp_tag_t(0), &p);
+        ucp().ucp_tag_recv_nbx(lc->ctx->worker, nullptr, 0, c->tag | kPingTagBit, ~ucp_tag_t(0), &p);
     if (UCS_PTR_IS_ERR(sp)) {
       UCX_WARN("accept: posting the handshake ping failed: %s",
-               ucs_status_string(UCS_PTR_STATUS(sp)));
+               ucp().ucs_status_string(UCS_PTR_STATUS(sp)));
       return ncclSystemError;  // the comm stays pending; closeListen frees it
     }
     c->pingReq = sp;
@@ -343,7 +343,7 @@ ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11_t
     if (r != ncclSuccess) lc->ctx->peerFailed = true;
     if (r == ncclSuccess && ready) {
       // The ping was matched (the connector saw its ack before sending ready).
-      if (c->pingReq) ucp_request_free(c->pingReq);
+      if (c->pingReq) ucp().ucp_request_free(c->pingReq);
       c->pingReq = nullptr;
       lc->ctx->liveComms++;
     }

@@ -24,27 +24,27 @@ ncclResult_t createWorker(Context* c) {
   // Ferry drives one comm's connections from one thread at a time, and
   // Context::mu makes that a guarantee; SERIALIZED skips UCX's own locks.
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-  ucs_status_t st = ucp_worker_create(c->context, &wp, &c->worker);
+  ucs_status_t st = ucp().ucp_worker_create(c->context, &wp, &c->worker);
   if (st != UCS_OK) {
-    UCX_WARN("ucp_worker_create failed: %s", ucs_status_string(st));
+    UCX_WARN("ucp_worker_create failed: %s", ucp().ucs_status_string(st));
     return ncclSystemError;
   }
   ucp_address_t* addr = nullptr;
   size_t len = 0;
-  st = ucp_worker_get_address(c->worker, &addr, &len);
+  st = ucp().ucp_worker_get_address(c->worker, &addr, &len);
   if (st != UCS_OK) {
-    UCX_WARN("ucp_worker_get_address failed: %s", ucs_status_string(st));
+    UCX_WARN("ucp_worker_get_address failed: %s", ucp().ucs_status_string(st));
     return ncclSystemError;
   }
   const uint8_t* p = reinterpret_cast<const uint8_t*>(addr);
   c->workerAddr.assign(p, p + len);
-  ucp_worker_release_address(c->worker, addr);
+  ucp().ucp_worker_release_address(c->worker, addr);
   return ncclSuccess;
 }
 
 void destroyContext(Context* c) {
-  if (c->worker) ucp_worker_destroy(c->worker);
-  if (c->context) ucp_cleanup(c->context);
+  if (c->worker) ucp().ucp_worker_destroy(c->worker);
+  if (c->context) ucp().ucp_cleanup(c->context);
   delete c;
 }
 
@@ -56,11 +56,16 @@ ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
   *ctx = nullptr;
   int ndev = 0;
   if (numDevices(&ndev) != ncclSuccess) return ncclSystemError;
+  std::string why;
+  if (!loadUcp(&why)) {
+    UCX_WARN("UCX is not available: %s", why.c_str());
+    return ncclSystemError;
+  }
 
   ucp_config_t* cfg = nullptr;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);  // UCX_* variables
+  ucs_status_t st = ucp().ucp_config_read(nullptr, nullptr, &cfg);  // UCX_* variables
   if (st != UCS_OK) {
-    UCX_WARN("ucp_config_read failed: %s", ucs_status_string(st));
+    UCX_WARN("ucp_config_read failed: %s", ucp().ucs_status_string(st));
     return ncclSystemError;
   }
   ucp_params_t params{};
@@ -69,10 +74,10 @@ ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
   params.request_size = 0;
   auto* c = new Context;
   c->commId = commId;
-  st = ucp_init(&params, cfg, &c->context);
-  ucp_config_release(cfg);
+  st = ucp().ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &c->context);
+  ucp().ucp_config_release(cfg);
   if (st != UCS_OK) {
-    UCX_WARN("ucp_init failed: %s", ucs_status_string(st));
+    UCX_WARN("ucp_init failed: %s", ucp().ucs_status_string(st));
     c->context = nullptr;
     destroyContext(c);
     return ncclSystemError;
@@ -113,7 +118,7 @@ ncclResult_t setNetAttr(void* ctx, ncclNetAttr_v11_t* attr) {
 void progress(Context* ctx) {
   // Several rounds: a round may complete a fragment and start the next one.
   for (int i = 0; i < 8; i++) {
-    if (ucp_worker_progress(ctx->worker) == 0) break;
+    if (ucp().ucp_worker_progress(ctx->worker) == 0) break;
   }
 }
 

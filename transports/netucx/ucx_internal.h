@@ -18,6 +18,8 @@
 
 #include <nccl_net.h>
 
+#include "transports/netucx/ucx_api.h"
+
 namespace ferry::ucx {
 
 // ---- logging: the logger given to init when there is one (NCCL's, when we

@@ -40,7 +40,7 @@ Request* freeSlot(Comm* c) {
 }
 
 void release(Request* r) {
-  if (r->ucpReq) ucp_request_free(r->ucpReq);
+  if (r->ucpReq) ucp().ucp_request_free(r->ucpReq);
   r->ucpReq = nullptr;
   r->used = false;
   r->done = false;
@@ -57,7 +57,7 @@ void warnGone(Comm* c, const char* why) {
 // An error once the peer is known to be gone (one WARN per connection).
 ncclResult_t checkPeer(Comm* c) {
   if (c->epFailed) {
-    warnGone(c, ucs_status_string(c->epStatus));
+    warnGone(c, ucp().ucs_status_string(c->epStatus));
     return ncclRemoteError;
   }
   int64_t now = nowMs();
@@ -91,7 +91,7 @@ ncclResult_t started(Request* r, ucs_status_ptr_t sp, const char* what) {
     r->status = UCS_OK;
   } else if (UCS_PTR_IS_ERR(sp)) {
     r->used = false;
-    UCX_WARN("%s failed: %s", what, ucs_status_string(UCS_PTR_STATUS(sp)));
+    UCX_WARN("%s failed: %s", what, ucp().ucs_status_string(UCS_PTR_STATUS(sp)));
     return ncclRemoteError;
   } else {
     r->ucpReq = sp;
@@ -100,7 +100,7 @@ ncclResult_t started(Request* r, ucs_status_ptr_t sp, const char* what) {
 }
 
 bool busy(Comm* c, void* closeReq) {
-  if (closeReq && ucp_request_check_status(closeReq) == UCS_INPROGRESS) return true;
+  if (closeReq && ucp().ucp_request_check_status(closeReq) == UCS_INPROGRESS) return true;
   for (Request& r : c->reqs) {
     if (r.used && !r.done && r.ucpReq) return true;
   }
@@ -115,7 +115,7 @@ ncclResult_t closeComm(Comm* c) {
   for (Request& r : c->reqs) {
     if (!r.used || r.done || !r.ucpReq) continue;
     // A receive still posted will never be wanted; sends end with the endpoint.
-    if (r.isRecv) ucp_request_cancel(ctx->worker, r.ucpReq);
+    if (r.isRecv) ucp().ucp_request_cancel(ctx->worker, r.ucpReq);
     else pendingSends = true;
   }
   void* closeReq = nullptr;
@@ -125,7 +125,7 @@ ncclResult_t closeComm(Comm* c) {
     // Flush when healthy so that what was sent reaches the peer.
     bool force = c->epFailed || c->peerGone || pendingSends;
     p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    ucs_status_ptr_t sp = ucp_ep_close_nbx(c->ep, &p);
+    ucs_status_ptr_t sp = ucp().ucp_ep_close_nbx(c->ep, &p);
     if (UCS_PTR_IS_PTR(sp)) closeReq = sp;
     c->ep = nullptr;
   }
@@ -143,11 +143,11 @@ ncclResult_t closeComm(Comm* c) {
       ctx->liveComms--;
       return ncclSuccess;
     }
-    if (ucp_worker_progress(ctx->worker) == 0) sched_yield();
+    if (ucp().ucp_worker_progress(ctx->worker) == 0) sched_yield();
   }
-  if (closeReq) ucp_request_free(closeReq);
+  if (closeReq) ucp().ucp_request_free(closeReq);
   for (Request& r : c->reqs) {
-    if (r.ucpReq) ucp_request_free(r.ucpReq);
+    if (r.ucpReq) ucp().ucp_request_free(r.ucpReq);
   }
   c->ch.close();
   ctx->liveComms--;
@@ -188,7 +188,7 @@ ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhand
   r->size = size;
   ucp_request_param_t p = requestParam(r);
   p.cb.send = sendDone;
-  ncclResult_t res = started(r, ucp_tag_send_nbx(c->ep, data, size, c->tag, &p), "ucp_tag_send_nbx");
+  ncclResult_t res = started(r, ucp().ucp_tag_send_nbx(c->ep, data, size, c->tag, &p), "ucp_tag_send_nbx");
   if (res == ncclSuccess) *request = r;
   return res;
 }
@@ -214,7 +214,7 @@ ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
   p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.cb.recv = recvDone;
   ucs_status_ptr_t sp =
-      ucp_tag_recv_nbx(c->ctx->worker, data[0], sizes[0], c->tag, ~ucp_tag_t(0), &p);
+      ucp().ucp_tag_recv_nbx(c->ctx->worker, data[0], sizes[0], c->tag, ~ucp_tag_t(0), &p);
   ncclResult_t res = started(r, sp, "ucp_tag_recv_nbx");
   if (res == ncclSuccess) *request = r;
   return res;
@@ -242,7 +242,7 @@ ncclResult_t test(void* request, int* done, int* sizes) {
                static_cast<unsigned long>(c->tag));
       return ncclInvalidUsage;
     }
-    warnGone(c, ucs_status_string(st));
+    warnGone(c, ucp().ucs_status_string(st));
     return ncclRemoteError;
   }
   *done = 1;

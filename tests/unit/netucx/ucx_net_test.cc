@@ -1,5 +1,6 @@
 // The UCX network through its ncclNet_v11_t table: two processes (forked,
 // watchdog) and two threads, over UCX's default choice, tcp and shared memory.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -62,6 +63,27 @@ TEST(NetUcx, DeviceProperties) {
   }
   ncclNetProperties_v11_t p{};
   EXPECT_EQ(net->getProperties(ndev, &p), ncclInvalidArgument);
+}
+
+// libucs installs signal handlers as it loads: UCX must stay unloaded until
+// the network is actually initialized (checked in a fresh child process).
+TEST(NetUcx, UcxLoadedOnlyByInit) {
+  pid_t pid = forkChild([] {
+    const ncclNet_v11_t* net = ferry::ucxNet();
+    int ndev = 0;
+    if (net->devices(&ndev) != ncclSuccess || ndev < 1) return 2;
+    if (dlopen("libucp.so.0", RTLD_NOW | RTLD_NOLOAD)) return 3;
+    struct sigaction sa {};
+    sigaction(SIGSEGV, nullptr, &sa);
+    if (sa.sa_handler != SIG_DFL) return 4;
+    void* ctx = nullptr;
+    ncclNetCommConfig_v11_t cfg{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    if (net->init(&ctx, 1, &cfg, nullptr, nullptr) != ncclSuccess) return 5;
+    if (!dlopen("libucp.so.0", RTLD_NOW | RTLD_NOLOAD)) return 6;
+    return net->finalize(ctx) == ncclSuccess ? 0 : 7;
+  });
+  std::vector<int> codes = waitChildren({pid}, 30000);
+  EXPECT_EQ(codes[0], 0);
 }
 
 class NetUcxTls : public ::testing::TestWithParam<std::string> {};
