@@ -122,6 +122,12 @@ void progress(Context* ctx) {
   }
 }
 
+void dropComm(Comm* c) {
+  if (!c) return;
+  c->ch.close();
+  delete c;
+}
+
 void Channel::close() {
   if (fd >= 0) ::close(fd);
   fd = -1;

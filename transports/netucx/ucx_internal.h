@@ -145,8 +145,8 @@ static_assert(sizeof(Handle) <= NCCL_NET_HANDLE_MAXSIZE);
 
 // Creates the endpoint of a send comm to the receiver's worker.
 ncclResult_t createEndpoint(Comm* comm, const std::vector<uint8_t>& remoteAddr);
-// Release a comm whose requests are all finished or cancelled.
-ncclResult_t destroyComm(Comm* comm);
+// Free a comm that has no endpoint or UCX request (failed handshakes).
+void dropComm(Comm* c);
 
 int64_t nowMs();
 

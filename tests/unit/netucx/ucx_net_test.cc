@@ -68,6 +68,9 @@ TEST(NetUcx, DeviceProperties) {
 // libucs installs signal handlers as it loads: UCX must stay unloaded until
 // the network is actually initialized (checked in a fresh child process).
 TEST(NetUcx, UcxLoadedOnlyByInit) {
+  if (dlopen("libucp.so.0", RTLD_NOW | RTLD_NOLOAD)) {
+    GTEST_SKIP() << "an earlier test in this process loaded UCX (run it alone, as ctest does)";
+  }
   pid_t pid = forkChild([] {
     const ncclNet_v11_t* net = ferry::ucxNet();
     int ndev = 0;
@@ -245,6 +248,83 @@ TEST(NetUcx, ThirtyThirdSendIsDeferred) {
   PairResult r = runProcesses(p);
   EXPECT_EQ(r.recv, "");
   EXPECT_EQ(r.send, "");
+}
+
+// Ferry's net connection pre-posts receives and closes with some still
+// posted: closeRecv cancels them promptly.
+TEST(NetUcx, CloseWithReceivesStillPosted) {
+  Pair p;
+  p.getNet = [] { return ferry::ucxNet(); };
+  p.sendBody = [](const ncclNet_v11_t* net, void* c) { return sendAll(net, c, {100, 200}, 2, 4); };
+  p.recvBody = [](const ncclNet_v11_t* net, void* c) -> std::string {
+    std::string e = recvAll(net, c, {100, 200}, 2, 4);
+    if (!e.empty()) return e;
+    std::vector<uint8_t> buf(4096);
+    void* mh = nullptr;
+    net->regMr(c, buf.data(), buf.size(), NCCL_PTR_HOST, &mh);
+    for (int i = 0; i < 4; i++) {
+      void* data = buf.data();
+      size_t size = buf.size();
+      int tag = 0;
+      void* req = nullptr;
+      if (net->irecv(c, 1, &data, &size, &tag, &mh, nullptr, &req) != ncclSuccess || !req)
+        return "extra irecv refused";
+    }
+    int64_t t0 = msNow();
+    if (net->closeRecv(c) != ncclSuccess) return "closeRecv failed";
+    if (msNow() - t0 > 1000) return "closeRecv took " + std::to_string(msNow() - t0) + " ms";
+    return "closed";  // the harness must not close it again
+  };
+  PairResult r = runProcesses(p);
+  EXPECT_EQ(r.recv, "closed");
+  EXPECT_EQ(r.send, "");
+}
+
+// A message larger than the posted buffer is an error, not a silent cut.
+TEST(NetUcx, TruncationIsAnError) {
+  Pair p;
+  p.getNet = [] { return ferry::ucxNet(); };
+  p.sendBody = [](const ncclNet_v11_t* net, void* c) -> std::string {
+    std::vector<uint8_t> buf(1000, 7);
+    void* mh = nullptr;
+    void* req = nullptr;
+    net->regMr(c, buf.data(), buf.size(), NCCL_PTR_HOST, &mh);
+    if (net->isend(c, buf.data(), buf.size(), 0, mh, nullptr, &req) != ncclSuccess || !req)
+      return "isend refused";
+    int size = 0;
+    waitRequest(net, req, &size);  // either outcome is fine for the sender
+    return "";
+  };
+  p.recvBody = [](const ncclNet_v11_t* net, void* c) -> std::string {
+    std::vector<uint8_t> buf(100);
+    void* mh = nullptr;
+    net->regMr(c, buf.data(), buf.size(), NCCL_PTR_HOST, &mh);
+    void* data = buf.data();
+    size_t size = buf.size();
+    int tag = 0;
+    void* req = nullptr;
+    if (net->irecv(c, 1, &data, &size, &tag, &mh, nullptr, &req) != ncclSuccess || !req)
+      return "irecv refused";
+    ncclResult_t failure = ncclSuccess;
+    int got = 0;
+    std::string e = waitRequest(net, req, &got, &failure);
+    return failure == ncclInvalidUsage ? "" : "expected ncclInvalidUsage, got: " + e;
+  };
+  PairResult r = runProcesses(p);
+  EXPECT_EQ(r.recv, "");
+}
+
+// Every device the network lists can carry a connection.
+TEST(NetUcx, ThreadsOnEveryDevice) {
+  int ndev = 0;
+  ASSERT_EQ(ferry::ucxNet()->devices(&ndev), ncclSuccess);
+  for (int d = 0; d < ndev; d++) {
+    Pair p = transferPair("", {0, 5000, 300000}, 2, d);
+    p.dev = d;
+    PairResult r = runThreads(p);
+    EXPECT_EQ(r.recv, "") << "device " << d;
+    EXPECT_EQ(r.send, "") << "device " << d;
+  }
 }
 
 }  // namespace
