@@ -21,8 +21,10 @@ void epError(void* arg, ucp_ep_h ep, ucs_status_t status) {
   c->epStatus = status;
 }
 
-// A half-made endpoint: force it closed. Freeing a request still in flight
-// is allowed (UCX releases it on completion); none has a callback into c.
+// A half-made endpoint: force it closed (context lock held). Freeing a
+// request still in flight is allowed (UCX releases it on completion); the
+// close is waited for, briefly, because the endpoint's error callback
+// points at c.
 void abandonEndpoint(Comm* c) {
   if (c->pingReq) ucp().ucp_request_free(c->pingReq);
   c->pingReq = nullptr;
@@ -32,7 +34,12 @@ void abandonEndpoint(Comm* c) {
   p.flags = UCP_EP_CLOSE_FLAG_FORCE;
   ucs_status_ptr_t sp = ucp().ucp_ep_close_nbx(c->ep, &p);
   c->ep = nullptr;
-  if (UCS_PTR_IS_PTR(sp)) ucp().ucp_request_free(sp);
+  if (!UCS_PTR_IS_PTR(sp)) return;
+  for (int64_t end = nowMs() + 200; nowMs() < end;) {
+    if (ucp().ucp_request_check_status(sp) != UCS_INPROGRESS) break;
+    progress(c->ctx);
+  }
+  ucp().ucp_request_free(sp);
 }
 
 // Give up a connect in progress. The caller must not hold the context lock.
@@ -40,7 +47,7 @@ ncclResult_t failConnect(Handle* h) {
   Comm* c = h->inProgress;
   if (c) {
     std::lock_guard<std::mutex> lock(c->ctx->mu);
-    c->ctx->peerFailed = true;
+    if (c->ep) c->ctx->peerFailed = true;  // UCX may hold wireup state for it
     abandonEndpoint(c);
   }
   dropComm(c);
@@ -213,7 +220,7 @@ ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm,
   Comm* c = h->inProgress;
   if (h->stage == 3) {
     // Tell the acceptor the endpoint is wired up; it progresses its worker
-    // (which our flush needed) until this byte arrives.
+    // (which our ping needed) until this byte arrives.
     c->ch.out.assign(1, kReadyByte);
     c->ch.sent = 0;
     h->stage = 4;
