@@ -158,19 +158,27 @@ Status NetConnection::testSends() {
   return Status::ok();
 }
 
+// A receive that cannot be posted (the peer closed after its last send) is
+// an error only once no earlier receive is left: pieces posted ahead may
+// still complete and must not be lost.
 Status NetConnection::postRecvs() {
-  while (recvPosted_ < nslots_) {
+  while (recvPosted_ < nslots_ && !recvPostFailed_) {
     Slot& s = recv_[(recvHead_ + recvPosted_) % nslots_];
     void* data = s.buf.data();
     size_t size = slotBytes_;
     int tag = 0;
     void* req = nullptr;
-    FERRY_TRY(check(net_->irecv(recvComm_, 1, &data, &size, &tag, &s.mh, nullptr, &req), "irecv"));
+    ncclResult_t r = net_->irecv(recvComm_, 1, &data, &size, &tag, &s.mh, nullptr, &req);
+    if (r != ncclSuccess) {
+      recvPostFailed_ = r;
+      break;
+    }
     if (!req) break;
     s.req = req;
     s.done = false;
     recvPosted_++;
   }
+  if (recvPosted_ == 0 && recvPostFailed_) return check(recvPostFailed_, "irecv");
   return Status::ok();
 }
 

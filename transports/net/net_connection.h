@@ -79,6 +79,7 @@ class NetConnection : public Connection {
   std::vector<Slot> recv_;
   int recvHead_ = 0;    // next piece in order
   int recvPosted_ = 0;  // slots from recvHead_ with an irecv posted (or completed)
+  ncclResult_t recvPostFailed_ = ncclSuccess;  // irecv failed: post no more
 };
 
 }  // namespace ferry::net

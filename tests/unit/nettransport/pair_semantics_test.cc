@@ -1,0 +1,235 @@
+// What the executor relies on from one connection, ported from the old
+// socket transport's tests: order, sizes, counts, close and drain rules.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "core/config.h"
+#include "core/wait.h"
+#include "harness.h"
+
+namespace ferry::nxtest {
+namespace {
+
+Status connectPair(ThreadComm& comm) {
+  FERRY_TRY(comm.setupAndPrepare());
+  auto st = runThreads(2, [&](int r) -> Status {
+    FERRY_ASSIGN(comm.conns[r][1 - r], comm.tr[r]->connect(comm.ctx[r], 1 - r));
+    return Status::ok();
+  });
+  FERRY_TRY(st[0]);
+  return st[1];
+}
+
+void pairExchange(int count, size_t slotBytes) {
+  ScopedEnv e("FERRY_NET_SLOT_BYTES", std::to_string(slotBytes));
+  ThreadComm comm(2);
+  ASSERT_TRUE(connectPair(comm).isOk());
+  auto st = runThreads(2, [&](int r) {
+    return exchange(*comm.conns[r][1 - r], r, 1 - r, count, slotBytes, 30000);
+  });
+  EXPECT_TRUE(st[0].isOk()) << st[0].message();
+  EXPECT_TRUE(st[1].isOk()) << st[1].message();
+}
+
+TEST(NetPair, PiecesInOrderBothDirections) { pairExchange(60, 64 << 10); }
+TEST(NetPair, LargePieces) { pairExchange(24, 8 << 20); }
+TEST(NetPair, ManyPieces) { pairExchange(20000, 4096); }
+
+// 8 MiB each way, cut into default-sized (512 KiB) slots and put back
+// together on the other side.
+TEST(NetPair, EightMiBThroughDefaultSlots) {
+  const size_t total = 8 << 20;
+  ThreadComm comm(2);
+  ASSERT_TRUE(connectPair(comm).isOk());
+  std::vector<std::vector<char>> got(2);
+  auto st = runThreads(2, [&](int r) -> Status {
+    Connection& c = *comm.conns[r][1 - r];
+    std::vector<char> out(total);
+    for (size_t i = 0; i < total; i++) out[i] = static_cast<char>((r * 7 + i * 3 + (i >> 12)) & 0xff);
+    size_t sent = 0;
+    Waiter w(nullptr, 20000, "8 MiB exchange");
+    while (sent < total || got[r].size() < total || !c.sendsDrained()) {
+      bool moved = false;
+      SendSlot s;
+      if (sent < total) FERRY_TRY(c.trySend(&s));
+      if (s.data) {
+        if (s.capacity != 512 * 1024) return internalError("slot of " + std::to_string(s.capacity));
+        size_t n = std::min(s.capacity, total - sent);
+        memcpy(s.data, out.data() + sent, n);
+        FERRY_TRY(c.commitSend(n));
+        sent += n;
+        moved = true;
+      }
+      RecvPiece p;
+      FERRY_TRY(c.tryRecv(&p));
+      if (p.ready) {
+        const char* d = static_cast<const char*>(p.data);
+        got[r].insert(got[r].end(), d, d + p.size);
+        FERRY_TRY(c.releaseRecv());
+        moved = true;
+      }
+      FERRY_TRY(c.progress());
+      if (moved) w.progressed();
+      else FERRY_TRY(w.idle());
+    }
+    return Status::ok();
+  });
+  for (int r = 0; r < 2; r++) {
+    ASSERT_TRUE(st[r].isOk()) << st[r].message();
+    ASSERT_EQ(got[r].size(), total);
+    int from = 1 - r;
+    for (size_t i = 0; i < total; i++)
+      ASSERT_EQ(got[r][i], static_cast<char>((from * 7 + i * 3 + (i >> 12)) & 0xff)) << "byte " << i;
+  }
+}
+
+// DISABLED until the Socket network reports a request whose bytes all
+// arrived as done although the control socket saw the peer's close while
+// advancing a later, posted-ahead receive (transports/netsocket/net_comm.cc
+// Comm::test/progress): today the last pieces a peer sends before closing
+// are lost. Patch tested with these: /work/build-n5/netsocket-close-fix.patch.
+TEST(NetPair, DISABLED_PieceInFlightIsDeliveredThenPeerCloseIsARemoteError) {
+  ThreadComm comm(2);
+  ASSERT_TRUE(connectPair(comm).isOk());
+  Connection& c0 = *comm.conns[0][1];
+  Connection& c1 = *comm.conns[1][0];
+  SendSlot slot;
+  ASSERT_TRUE(c1.trySend(&slot).isOk());
+  ASSERT_NE(slot.data, nullptr);
+  memcpy(slot.data, "abc", 3);
+  ASSERT_TRUE(c1.commitSend(3).isOk());
+  Waiter w(nullptr, 5000, "drain");
+  while (!c1.sendsDrained()) ASSERT_TRUE(w.idle().isOk());
+  comm.conns[1][0].reset();  // rank 1 is done and goes away
+  RecvPiece p;
+  ASSERT_TRUE(waitPiece(c0, &p, 5000).isOk());
+  EXPECT_EQ(std::string(static_cast<const char*>(p.data), p.size), "abc");
+  ASSERT_TRUE(c0.releaseRecv().isOk());
+  Status s = waitPiece(c0, &p, 5000);
+  EXPECT_EQ(s.code(), Code::kRemote) << s.message();
+  EXPECT_EQ(s.message(), "network test(recv) failed (ncclRemoteError 6) on Socket/0 rank 1 (host1)");
+  EXPECT_EQ(c0.progress().code(), Code::kRemote);  // sticky
+  EXPECT_FALSE(c0.sendsDrained());
+}
+
+TEST(NetPair, PeerThatClosedAfterItsWorkIsOnlyAnErrorForRecv) {
+  ThreadComm comm(2);
+  ASSERT_TRUE(connectPair(comm).isOk());
+  auto st = runThreads(2, [&](int r) { return exchange(*comm.conns[r][1 - r], r, 1 - r, 6, 4096, 5000); });
+  ASSERT_TRUE(st[0].isOk() && st[1].isOk()) << st[0].message() << st[1].message();
+  comm.conns[0][1].reset();  // rank 0 is done and destroys its communicator
+  Connection& c1 = *comm.conns[1][0];
+  // The close is surely seen by now; progress and sendsDrained stay fine.
+  for (int i = 0; i < 200; i++) {
+    ASSERT_TRUE(c1.progress().isOk()) << i;
+    usleep(1000);
+  }
+  EXPECT_TRUE(c1.sendsDrained());
+  RecvPiece p;
+  Status s = waitPiece(c1, &p, 5000);
+  EXPECT_EQ(s.code(), Code::kRemote) << s.message();
+  EXPECT_EQ(s.message(), "network test(recv) failed (ncclRemoteError 6) on Socket/0 rank 0 (host0)");
+}
+
+// Stage `count` full slots (waiting for free ones). A Socket receiver moves
+// nothing until it calls the connection, so beyond what the kernel buffers
+// these stay queued here.
+void stageSlots(Connection& c, size_t slot, char first, int count) {
+  for (int k = 0; k < count; k++) {
+    SendSlot s;
+    Waiter w(nullptr, 10000, "stage");
+    while (!s.data) {
+      ASSERT_TRUE(c.trySend(&s).isOk());
+      if (!s.data) ASSERT_TRUE(w.idle().isOk());
+    }
+    memset(s.data, first + k, slot);
+    ASSERT_TRUE(c.commitSend(slot).isOk());
+  }
+}
+
+Status readPieces(Connection& c, size_t slot, char first, int count, int64_t delayMs) {
+  usleep(delayMs * 1000);
+  Waiter w(nullptr, 20000, "reader");
+  for (int k = 0; k < count;) {
+    RecvPiece p;
+    FERRY_TRY(c.tryRecv(&p));
+    if (!p.ready) {
+      FERRY_TRY(w.idle());
+      continue;
+    }
+    w.progressed();
+    const char* d = static_cast<const char*>(p.data);
+    if (p.size != slot || d[0] != first + k || d[slot / 2] != first + k || d[slot - 1] != first + k)
+      return internalError("piece " + std::to_string(k) + " wrong (" + std::to_string(p.size) + " bytes)");
+    FERRY_TRY(c.releaseRecv());
+    k++;
+  }
+  return Status::ok();
+}
+
+// DISABLED: the Socket network loses the last pieces before a close (see above).
+TEST(NetPair, DISABLED_DestructorFlushesStagedPieces) {
+  const size_t slot = 8 << 20;
+  ScopedEnv e("FERRY_NET_SLOT_BYTES", std::to_string(slot));
+  ThreadComm comm(2);
+  ASSERT_TRUE(connectPair(comm).isOk());
+  Connection& c0 = *comm.conns[0][1];
+  stageSlots(c0, slot, 'a', 4);  // 32 MiB: far more than the kernel takes
+  EXPECT_FALSE(c0.sendsDrained());
+  Status rs;
+  std::thread reader([&] { rs = readPieces(*comm.conns[1][0], slot, 'a', 4, 100); });
+  int64_t t0 = nowMs();
+  comm.conns[0][1].reset();  // the reader starts while we are in the destructor
+  int64_t closeMs = nowMs() - t0;
+  reader.join();
+  EXPECT_TRUE(rs.isOk()) << rs.message();
+  EXPECT_GE(closeMs, 90);  // it did wait for the reader
+}
+
+// The contract the executor relies on: once sendsDrained() is true we may
+// destroy our side and the peer still gets everything.
+// DISABLED: the Socket network loses the last pieces before a close (see above).
+TEST(NetPair, DISABLED_OnceDrainedThePeerNeedsNothingMoreFromUs) {
+  const size_t slot = 4 << 20;
+  ScopedEnv e("FERRY_NET_SLOT_BYTES", std::to_string(slot));
+  ThreadComm comm(2);
+  ASSERT_TRUE(connectPair(comm).isOk());
+  Connection& c0 = *comm.conns[0][1];
+  Status rs;
+  std::thread reader([&] { rs = readPieces(*comm.conns[1][0], slot, 'k', 6, 50); });
+  stageSlots(c0, slot, 'k', 6);
+  Waiter w(nullptr, 10000, "sender");
+  while (!c0.sendsDrained()) ASSERT_TRUE(w.idle().isOk());
+  // From here on rank 0 never touches its side: connection and network go.
+  comm.conns[0][1].reset();
+  comm.tr[0].reset();
+  reader.join();
+  EXPECT_TRUE(rs.isOk()) << rs.message();
+}
+
+TEST(NetPair, BothSidesClosingWithStagedPiecesDoNotWaitForEachOther) {
+  const size_t slot = 8 << 20;
+  ScopedEnv e("FERRY_NET_SLOT_BYTES", std::to_string(slot));
+  ScopedEnv t("FERRY_TIMEOUT_MS", "20000");
+  ThreadComm comm(2);
+  ASSERT_TRUE(connectPair(comm).isOk());
+  // Nobody reads: 32 MiB stays queued on each side.
+  runThreads(2, [&](int r) -> Status {
+    stageSlots(*comm.conns[r][1 - r], slot, 'a', 4);
+    return Status::ok();
+  });
+  EXPECT_FALSE(comm.conns[0][1]->sendsDrained());
+  EXPECT_FALSE(comm.conns[1][0]->sendsDrained());
+  int64_t t0 = nowMs();
+  runThreads(2, [&](int r) {
+    comm.conns[r][1 - r].reset();
+    return Status::ok();
+  });
+  EXPECT_LT(nowMs() - t0, 5000);
+}
+
+}  // namespace
+}  // namespace ferry::nxtest
