@@ -151,9 +151,18 @@ void Comm::startStreams(Request* r) {
 Status Comm::progressCtrl(Request* r, bool* moved) {
   auto* hdr = reinterpret_cast<char*>(&r->size);
   while (r->hdrDone < sizeof(r->size)) {
-    Result<size_t> n = send_ ? sendSome(ctrl_, hdr + r->hdrDone, sizeof(r->size) - r->hdrDone)
-                             : recvSome(ctrl_, hdr + r->hdrDone, sizeof(r->size) - r->hdrDone);
+    if (peerClosed_) return Status::ok();
+    // An orderly close is only acceptable between messages (no header byte yet).
+    bool eof = false;
+    Result<size_t> n =
+        send_ ? sendSome(ctrl_, hdr + r->hdrDone, sizeof(r->size) - r->hdrDone)
+              : recvSome(ctrl_, hdr + r->hdrDone, sizeof(r->size) - r->hdrDone,
+                         r->hdrDone == 0 ? &eof : nullptr);
     if (!n.isOk()) return n.status();
+    if (eof) {
+      peerClosed_ = true;
+      return Status::ok();
+    }
     if (n.value() == 0) return Status::ok();
     r->hdrDone += n.value();
     *moved = true;
@@ -210,6 +219,11 @@ Status Comm::test(Request* r, bool* done, size_t* size) {
   if (!finished) {
     // A helper thread may have failed while this request waits on it.
     if (failed_.load(std::memory_order_acquire)) return failure();
+    if (peerClosed_ && r->phase == Phase::kHeader) {
+      fail(remoteError("NET/Socket: " + peer().toString() +
+                       " closed the connection while a receive waited for its message"));
+      return failure();
+    }
     return Status::ok();
   }
   *done = true;

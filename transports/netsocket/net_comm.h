@@ -137,6 +137,11 @@ class Comm {
   std::vector<std::unique_ptr<Worker>> workers_;
   Request reqs_[NCCL_NET_MAX_REQUESTS];
   std::deque<Request*> ctrlQueue_;  // posted, control part not finished, posting order
+  // Receive side: the peer closed between messages. Not an error by itself
+  // (a peer that sent everything may close first while earlier messages are
+  // still arriving on the data streams); it fails only requests that still
+  // wait for a header.
+  bool peerClosed_ = false;
   uint64_t nextStream_ = 0;         // round robin over streams, same on both ends
   std::mutex errMu_;
   Status err_;
