@@ -51,7 +51,8 @@ Status Comm::init(const ncclUniqueId& id) {
   int64_t initTimeout = config::getInt(config::Param::kInitTimeoutMs);
   Status st = [&]() -> Status {
     FERRY_ASSIGN(bootstrap_, Bootstrap::create(id, rank_, nranks_, &abort_, initTimeout));
-    return setupPeers();
+    FERRY_TRY(setupPeers());
+    return loadTopology();
   }();
   if (!st.isOk()) {
     fail(st);

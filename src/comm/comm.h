@@ -104,6 +104,7 @@ class Comm final : public ConnectionSource {
  private:
   Status setupPeers();
   void logTopology() const;
+  Status loadTopology();
 
   int rank_, nranks_;
   CommConfig config_;

@@ -8,6 +8,9 @@
 // ncclMemAlloc/Free, ncclCommRegister/Deregister, ncclGetLastError.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -280,6 +283,49 @@ TEST(MpApi, AbortAfterWorkIsPrompt) {
         return 0;
       },
       opts(60));
+  EXPECT_RANKS_OK(res);
+}
+
+// NCCL_TOPO_DUMP_FILE: rank NCCL_TOPO_DUMP_FILE_RANK writes the detected
+// topology at creation; NCCL_TOPO_FILE loads it back (a missing file fails
+// creation on every rank, without a hang).
+TEST(MpApi, TopologyDumpAndLoadAtInit) {
+  char dir[] = "/tmp/ferry-topo-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string dump = std::string(dir) + "/dump.xml";
+  RunOptions o = opts(60);
+  o.env["NCCL_TOPO_DUMP_FILE"] = dump;
+  o.env["NCCL_TOPO_DUMP_FILE_RANK"] = "1";
+  auto body = [](int rank, int n, const ncclUniqueId& id) {
+    ncclComm_t comm = nullptr;
+    MP_NCCL(initComm(&comm, n, id, rank));
+    MP_TRY(caseAllReduce(Rank{comm, rank, n}, RedCase{ncclInt32, TestOp::kSum, n}, 10, false));
+    MP_NCCL(ncclCommDestroy(comm));
+    return 0;
+  };
+  EXPECT_RANKS_OK(runRanks(2, body, o));
+  std::ifstream f(dump);
+  std::string xml((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(xml.find("<system"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<cpu"), std::string::npos) << xml;
+
+  RunOptions load = opts(60);
+  load.env["NCCL_TOPO_FILE"] = dump;
+  EXPECT_RANKS_OK(runRanks(2, body, load));
+
+  RunOptions missing = opts(60);
+  missing.env["NCCL_TOPO_FILE"] = std::string(dir) + "/no-such-file.xml";
+  RunResult res = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        ncclResult_t r = ncclCommInitRank(&comm, n, id, rank);
+        MP_CHECK(r != ncclSuccess, "init succeeded with a missing NCCL_TOPO_FILE");
+        MP_CHECK(std::string(ncclGetLastError(nullptr)).find("no-such-file.xml") != std::string::npos,
+                 "last error does not name the file: %s", ncclGetLastError(nullptr));
+        return 0;
+      },
+      missing);
   EXPECT_RANKS_OK(res);
 }
 

@@ -111,8 +111,8 @@ TEST_F(ConfigTest, ConfigFile) {
   EXPECT_TRUE(getBool(Param::kShmDisable));
   EXPECT_EQ(getInt(Param::kSpinCount), 2000);
   EXPECT_EQ(source(Param::kSpinCount), "default");
-  EXPECT_EQ(getInt(Param::kSocketSlots), 9);
-  EXPECT_EQ(source(Param::kSocketSlots), "environment");
+  EXPECT_EQ(getInt(Param::kNetSlots), 9);
+  EXPECT_EQ(source(Param::kNetSlots), "environment");
 }
 
 TEST_F(ConfigTest, MissingConfigFileIsIgnored) {
@@ -180,7 +180,7 @@ TEST_F(ConfigTest, SetByLinesLoggedOncePerVariable) {
   setenv("FERRY_SHM_SLOTS", "5", 1);
   for (int i = 0; i < 3; i++) {
     EXPECT_EQ(getInt(Param::kShmSlots), 5);
-    EXPECT_EQ(getInt(Param::kSocketSlots), 6);
+    EXPECT_EQ(getInt(Param::kNetSlots), 6);
     EXPECT_EQ(getInt(Param::kSpinCount), 2000);
   }
   std::string text = readFile(logPath);
