@@ -35,16 +35,19 @@ Status NetTransport::pump(const CommContext& ctx, bool* moved) {
 }
 
 Status NetTransport::acceptNew(bool* moved) {
-  for (;;) {
-    void* rc = nullptr;
-    ncclNetDeviceHandle_v11_t* noOffload = nullptr;
-    FERRY_TRY(check(net_.net->accept(listenComm_, &rc, &noOffload), "accept", "the listener"));
-    if (!rc) return Status::ok();
-    auto in = std::make_unique<Incoming>();
-    in->recvComm = rc;
-    incoming_.push_back(std::move(in));
-    *moved = true;
+  for (void* listenComm : listenComms_) {
+    for (;;) {
+      void* rc = nullptr;
+      ncclNetDeviceHandle_v11_t* noOffload = nullptr;
+      FERRY_TRY(check(net_.net->accept(listenComm, &rc, &noOffload), "accept", "the listener"));
+      if (!rc) break;
+      auto in = std::make_unique<Incoming>();
+      in->recvComm = rc;
+      incoming_.push_back(std::move(in));
+      *moved = true;
+    }
   }
+  return Status::ok();
 }
 
 // Post a receive for each new connection's hello; file the connection under
@@ -92,9 +95,11 @@ Status NetTransport::advancePair(const CommContext& ctx, int peer, Pair& p, bool
   std::string where = std::string(n->name) + " rank " + std::to_string(peer);
   if (!p.sendComm) {
     ncclNetDeviceHandle_v11_t* noOffload = nullptr;
-    // The same handle buffer on every retry: plugins may keep their progress in it.
-    FERRY_TRY(check(n->connect(net_.ctx, dev_, handles_[peer].data(), &p.sendComm, &noOffload),
-                    "connect", where));
+    // Our rail index on the peer's side (it may have fewer devices). The same
+    // handle buffer on every retry: plugins may keep their progress in it.
+    Listeners& theirs = handles_[peer];
+    char* handle = theirs.handle[dev_ % theirs.ndev];
+    FERRY_TRY(check(n->connect(net_.ctx, dev_, handle, &p.sendComm, &noOffload), "connect", where));
     if (!p.sendComm) return Status::ok();
     *moved = true;
   }

@@ -2,6 +2,7 @@
 // handshake is in net_handshake.cc.
 #include "transports/net/net_transport.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -47,8 +48,8 @@ void NetTransport::closeAll() {
   }
   incoming_.clear();
   pairs_.clear();
-  if (listenComm_) n->closeListen(listenComm_);
-  listenComm_ = nullptr;
+  for (void* l : listenComms_) n->closeListen(l);
+  listenComms_.clear();
   if (net_.ctx && n->finalize) n->finalize(net_.ctx);
   opened_ = false;
 }
@@ -58,33 +59,49 @@ Status NetTransport::setup(const CommContext& ctx, PeerInfo* self) {
   return checkNetName();
 }
 
+Status NetTransport::listenAll() {
+  Listeners& mine = handles_[0];
+  mine.ndev = std::min(net_.ndev, kMaxRails);
+  for (int d = 0; d < mine.ndev; ++d) {
+    void* l = nullptr;
+    FERRY_TRY(check(net_.net->listen(net_.ctx, d, mine.handle[d], &l), "listen",
+                    "device " + std::to_string(d)));
+    if (!l) return internalError("network listen returned no comm");
+    listenComms_.push_back(l);
+  }
+  return Status::ok();
+}
+
 Status NetTransport::prepare(const CommContext& ctx) {
   if (!networkNeeded(ctx)) return Status::ok();
   if (!ctx.exchange) return internalError("net transport needs the communicator's PeerExchange");
-  std::array<char, NCCL_NET_HANDLE_MAXSIZE> mine{};
+  handles_.assign(1, Listeners{});
   Status st = Status::ok();
   {
     Result<ActiveNet> net = openNet(ctx.commHash);
     if (net.isOk()) {
       net_ = net.take();
       opened_ = true;
-      dev_ = localRank(ctx) % net_.ndev;
-      st = check(net_.net->listen(net_.ctx, dev_, mine.data(), &listenComm_), "listen",
-                 "device " + std::to_string(dev_));
-      if (st.isOk() && !listenComm_) st = internalError("network listen returned no comm");
+      dev_ = localRank(ctx) % std::min(net_.ndev, kMaxRails);
+      st = listenAll();
     } else {
       st = net.status();
     }
   }
   // Take part in the allgather even after a local failure, so the other
   // ranks see a clean error instead of waiting for us until their deadline.
-  handles_.assign(ctx.nranks, {});
+  Listeners mine = handles_[0];
+  handles_.assign(ctx.nranks, Listeners{});
   handles_[ctx.rank] = mine;
-  Status ex = ctx.exchange->allGather(handles_.data(), NCCL_NET_HANDLE_MAXSIZE);
+  Status ex = ctx.exchange->allGather(handles_.data(), sizeof(Listeners));
   FERRY_TRY(st);
   FERRY_TRY(ex);
-  FERRY_INFO(log::kInit | log::kNet, "NET: %s device %d listening for %d ranks", net_.net->name,
-             dev_, ctx.nranks);
+  for (int r = 0; r < ctx.nranks; ++r) {
+    if (handles_[r].ndev < 1 || handles_[r].ndev > kMaxRails)
+      return remoteError("rank " + std::to_string(r) + " has no network device to listen on");
+  }
+  FERRY_INFO(log::kInit | log::kNet, "NET: %s: sending on device %d, listening on %d device(s)",
+             net_.net->name, dev_, mine.ndev);
   return Status::ok();
 }
 

@@ -2,9 +2,11 @@
 // for peers on other nodes, or any peer when shared memory is disabled.
 //
 // Set-up (prepare, collective): communicators that span hosts open the
-// network, listen once on device localRank % ndev (ranks with the same local
-// rank on different hosts then share a rail) and allgather the 128-byte
-// listen handles.
+// network, listen on each of its devices (up to kMaxRails) and allgather the
+// 128-byte listen handles. A rank sends on its rail, device localRank % ndev,
+// and connects to the peer's listener on the same rail index, so ranks with
+// equal local ranks on different hosts talk over one rail and every rail
+// carries traffic.
 //
 // Pairs: a rank connects to a peer's handle and sends a 16-byte hello
 // {commHash, rank} on the new send comm; the peer accepts on its one listener,
@@ -33,6 +35,8 @@ struct Hello {
 
 class NetTransport : public Transport {
  public:
+  static constexpr int kMaxRails = 4;
+
   ~NetTransport() override;
   const char* name() const override { return "net"; }
   Status setup(const CommContext& ctx, PeerInfo* self) override;
@@ -73,8 +77,14 @@ class NetTransport : public Transport {
   bool opened_ = false;
   ActiveNet net_;
   int dev_ = 0;
-  void* listenComm_ = nullptr;
-  std::vector<std::array<char, 128>> handles_;  // every rank's listen handle
+  // What each rank publishes: its listen handle on each of its rails.
+  struct Listeners {
+    int32_t ndev = 0;
+    char handle[kMaxRails][NCCL_NET_HANDLE_MAXSIZE] = {};
+  };
+  Status listenAll();
+  std::vector<void*> listenComms_;  // one per rail
+  std::vector<Listeners> handles_;  // every rank's
   std::map<int, std::unique_ptr<Pair>> pairs_;
   std::vector<std::unique_ptr<Incoming>> incoming_;
 };
