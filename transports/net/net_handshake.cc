@@ -21,7 +21,7 @@ NetTransport::Pair& NetTransport::pairFor(const CommContext& ctx, int peer) {
   std::unique_ptr<Pair>& p = pairs_[peer];
   if (!p) {
     p = std::make_unique<Pair>();
-    p->out = Hello{ctx.commHash, ctx.rank, kHelloMagic};
+    p->out = Hello{ctx.commHash, ctx.rank, kHelloMagic, ctx.secret};
   }
   return *p;
 }
@@ -74,8 +74,8 @@ Status NetTransport::readHellos(const CommContext& ctx, bool* moved) {
     n->deregMr(in.recvComm, in.mh);
     void* rc = in.recvComm;
     incoming_.erase(incoming_.begin() + static_cast<long>(i));
-    if (done < 0 || h.magic != kHelloMagic || h.commHash != ctx.commHash || h.rank < 0 ||
-        h.rank >= ctx.nranks || h.rank == ctx.rank) {
+    if (done < 0 || h.magic != kHelloMagic || h.commHash != ctx.commHash ||
+        h.secret != ctx.secret || h.rank < 0 || h.rank >= ctx.nranks || h.rank == ctx.rank) {
       FERRY_WARN("net: refused a connection with a bad hello (rank %d, magic %#x)", h.rank, h.magic);
       n->closeRecv(rc);
       continue;

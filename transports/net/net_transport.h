@@ -8,8 +8,10 @@
 // equal local ranks on different hosts talk over one rail and every rail
 // carries traffic.
 //
-// Pairs: a rank connects to a peer's handle and sends a 16-byte hello
-// {commHash, rank} on the new send comm; the peer accepts on its one listener,
+// Pairs: a rank connects to a peer's handle and sends a 24-byte hello
+// {commHash, rank, magic, secret} on the new send comm (the secret, as the
+// old socket transport's, keeps a stray client that knows the hash from
+// posing as a rank); the peer accepts on its one listener,
 // reads the hello to learn who it is, and connects back. So connect(peer)
 // never needs the peer to be inside connect(me): any connect() call pumps
 // the listener and finishes the pairs other ranks started. A pair is a
@@ -31,6 +33,7 @@ struct Hello {
   uint64_t commHash = 0;
   int32_t rank = -1;
   uint32_t magic = 0;
+  uint64_t secret = 0;  // CommContext::secret
 };
 
 class NetTransport : public Transport {

@@ -116,11 +116,19 @@ Status ThreadComm::setupAndPrepare() {
   return Status::ok();
 }
 
-std::vector<char> ThreadComm::handle(int r) {
+std::vector<char> ThreadComm::block(int r) {
   std::vector<char> all = gather.round(0);
   if (all.empty()) return all;
   size_t b = all.size() / n;
   return std::vector<char>(all.begin() + r * b, all.begin() + (r + 1) * b);
+}
+
+std::vector<char> ThreadComm::handle(int r) {
+  std::vector<char> b = block(r);
+  const size_t expect = sizeof(int32_t) + net::NetTransport::kMaxRails * NCCL_NET_HANDLE_MAXSIZE;
+  EXPECT_EQ(b.size(), expect) << "the allgathered listener block changed layout";
+  if (b.size() != expect) return {};
+  return std::vector<char>(b.begin() + sizeof(int32_t), b.begin() + sizeof(int32_t) + NCCL_NET_HANDLE_MAXSIZE);
 }
 
 std::vector<Status> runThreads(int n, const std::function<Status(int)>& fn) {

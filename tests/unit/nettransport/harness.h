@@ -72,7 +72,9 @@ struct ThreadComm {
   ~ThreadComm();
   // setup() on every rank, then prepare() on every rank in parallel.
   Status setupAndPrepare();
-  // The listen handle rank r published in prepare.
+  // What rank r published in prepare's allgather, and its listen handle on
+  // rail 0 (the block is {int32 ndev; char handle[kMaxRails][128]}).
+  std::vector<char> block(int r);
   std::vector<char> handle(int r);
 
   int n;

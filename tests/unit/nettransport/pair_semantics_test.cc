@@ -86,12 +86,7 @@ TEST(NetPair, EightMiBThroughDefaultSlots) {
   }
 }
 
-// DISABLED until the Socket network reports a request whose bytes all
-// arrived as done although the control socket saw the peer's close while
-// advancing a later, posted-ahead receive (transports/netsocket/net_comm.cc
-// Comm::test/progress): today the last pieces a peer sends before closing
-// are lost. Patch tested with these: /work/build-n5/netsocket-close-fix.patch.
-TEST(NetPair, DISABLED_PieceInFlightIsDeliveredThenPeerCloseIsARemoteError) {
+TEST(NetPair, PieceInFlightIsDeliveredThenPeerCloseIsARemoteError) {
   ThreadComm comm(2);
   ASSERT_TRUE(connectPair(comm).isOk());
   Connection& c0 = *comm.conns[0][1];
@@ -170,8 +165,7 @@ Status readPieces(Connection& c, size_t slot, char first, int count, int64_t del
   return Status::ok();
 }
 
-// DISABLED: the Socket network loses the last pieces before a close (see above).
-TEST(NetPair, DISABLED_DestructorFlushesStagedPieces) {
+TEST(NetPair, DestructorFlushesStagedPieces) {
   const size_t slot = 8 << 20;
   ScopedEnv e("FERRY_NET_SLOT_BYTES", std::to_string(slot));
   ThreadComm comm(2);
@@ -191,8 +185,7 @@ TEST(NetPair, DISABLED_DestructorFlushesStagedPieces) {
 
 // The contract the executor relies on: once sendsDrained() is true we may
 // destroy our side and the peer still gets everything.
-// DISABLED: the Socket network loses the last pieces before a close (see above).
-TEST(NetPair, DISABLED_OnceDrainedThePeerNeedsNothingMoreFromUs) {
+TEST(NetPair, OnceDrainedThePeerNeedsNothingMoreFromUs) {
   const size_t slot = 4 << 20;
   ScopedEnv e("FERRY_NET_SLOT_BYTES", std::to_string(slot));
   ThreadComm comm(2);

@@ -104,6 +104,8 @@ struct Intruder {
   }
 };
 
+constexpr uint64_t kSecret = 0x5ec2e7;  // ThreadComm's CommContext::secret
+
 TEST(NetSetup, BadHellosAreRefusedWithAWarnAndRealPairsStillConnect) {
   ThreadComm comm(2);
   ASSERT_TRUE(comm.setupAndPrepare().isOk());
@@ -118,13 +120,13 @@ TEST(NetSetup, BadHellosAreRefusedWithAWarnAndRealPairsStillConnect) {
     size_t bytes;
     std::string warn;
   } cases[] = {
-      {{0x77, 0, 0x12345678}, sizeof(net::Hello),
+      {{0x77, 0, 0x12345678, kSecret}, sizeof(net::Hello),
        "net: refused a connection with a bad hello (rank 0, magic 0x12345678)"},
-      {{0x77, 5, 0x46524e48}, sizeof(net::Hello),
+      {{0x77, 5, 0x46524e48, kSecret}, sizeof(net::Hello),
        "net: refused a connection with a bad hello (rank 5, magic 0x46524e48)"},
-      {{0x77, 1, 0x46524e48}, sizeof(net::Hello),  // rank 1 itself
+      {{0x77, 1, 0x46524e48, kSecret}, sizeof(net::Hello),  // rank 1 itself
        "net: refused a connection with a bad hello (rank 1, magic 0x46524e48)"},
-      {{0x77, 0, 0x46524e48}, 8,  // short: only the commHash arrives
+      {{0x77, 0, 0x46524e48, kSecret}, 8,  // short: only the commHash arrives
        "net: refused a connection with a bad hello (rank -1, magic 0)"},
   };
   std::vector<std::unique_ptr<Intruder>> intruders;
@@ -148,11 +150,12 @@ TEST(NetSetup, BadHellosAreRefusedWithAWarnAndRealPairsStillConnect) {
 TEST(NetSetup, RankOfAnotherCommunicatorIsRefusedAndDoesNotDisturbThePair) {
   ThreadComm a(2, 0x77);
   ASSERT_TRUE(a.setupAndPrepare().isOk());
-  // Communicator B's rank 1 "handle" is A's rank 1 listener.
+  // Communicator B's rank 1 listeners are A's rank 1 listeners.
   ThreadComm b(2, 0x88, 1500);
-  std::vector<char> aHandle = a.handle(1);
+  std::vector<char> aBlock = a.block(1);
   b.gather.tamper = [&](std::vector<char>& all, size_t bytes) {
-    memcpy(all.data() + bytes, aHandle.data(), bytes);
+    ASSERT_EQ(bytes, aBlock.size());
+    memcpy(all.data() + bytes, aBlock.data(), bytes);
   };
   ASSERT_TRUE(b.setupAndPrepare().isOk());
   Status bSt;
@@ -218,6 +221,40 @@ TEST(NetSetup, OneHostNeedsNoNetworkUnlessShmIsDisabled) {
     FERRY_ASSIGN(comm.conns[r][1 - r], comm.tr[r]->connect(comm.ctx[r], 1 - r));
     return exchange(*comm.conns[r][1 - r], r, 1 - r, 12, 64 << 10, 10000);
   });
+  EXPECT_TRUE(st[0].isOk()) << st[0].message();
+  EXPECT_TRUE(st[1].isOk()) << st[1].message();
+}
+
+}  // namespace
+}  // namespace ferry::nxtest
+
+namespace ferry::nxtest {
+namespace {
+
+// A connection that knows the communicator's hash but not its secret (the
+// old socket transport checked the secret on every connection).
+TEST(NetSetup, HelloWithoutTheSecretDoesNotBecomeAPeer) {
+  ThreadComm comm(2);
+  ASSERT_TRUE(comm.setupAndPrepare().isOk());
+  Status st1;
+  std::thread rank1([&] {
+    auto c = comm.tr[1]->connect(comm.ctx[1], 0);
+    st1 = c.status();
+    if (c.isOk()) comm.conns[1][0] = c.take();
+  });
+  net::Hello spoof{0x77, 0, 0x46524e48, kSecret + 1};
+  Intruder in;
+  ASSERT_EQ(in.sayHello(comm.handle(1), &spoof, sizeof(spoof)), "");
+  std::string warn = "net: refused a connection with a bad hello (rank 0, magic 0x46524e48)";
+  int64_t deadline = nowMs() + 5000;
+  while (log::lastError() != warn && nowMs() < deadline) usleep(2000);
+  EXPECT_EQ(log::lastError(), warn);
+  auto c0 = comm.tr[0]->connect(comm.ctx[0], 1);
+  rank1.join();
+  ASSERT_TRUE(c0.isOk()) << c0.status().message();
+  ASSERT_TRUE(st1.isOk()) << st1.message();
+  comm.conns[0][1] = c0.take();
+  auto st = runThreads(2, [&](int r) { return exchange(*comm.conns[r][1 - r], r, 1 - r, 10, 4096, 3000); });
   EXPECT_TRUE(st[0].isOk()) << st[0].message();
   EXPECT_TRUE(st[1].isOk()) << st[1].message();
 }
