@@ -138,7 +138,9 @@ void stageSlots(Connection& c, size_t slot, char first, int count) {
     Waiter w(nullptr, 10000, "stage");
     while (!s.data) {
       ASSERT_TRUE(c.trySend(&s).isOk());
-      if (!s.data) ASSERT_TRUE(w.idle().isOk());
+      if (!s.data) {
+        ASSERT_TRUE(w.idle().isOk());
+      }
     }
     memset(s.data, first + k, slot);
     ASSERT_TRUE(c.commitSend(slot).isOk());
