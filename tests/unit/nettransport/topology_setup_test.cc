@@ -130,3 +130,33 @@ INSTANTIATE_TEST_SUITE_P(Seeds, MeshSetup, ::testing::Values(1u, 2u, 3u, 2026112
 
 }  // namespace
 }  // namespace ferry::nxtest
+
+namespace ferry::nxtest {
+namespace {
+
+#ifdef FERRY_HAVE_UCX
+// The same set-up over the built-in UCX network: nothing in the transport
+// is Socket-specific.
+TEST(UcxSetup, RingConnectNextThenPrevOverUcx) {
+  ScopedEnv net("NCCL_NET", "UCX");
+  ScopedEnv slot("FERRY_NET_SLOT_BYTES", std::to_string(64 << 10));
+  const int n = 4;
+  ThreadComm comm(n);
+  Status prep = comm.setupAndPrepare();
+  ASSERT_TRUE(prep.isOk()) << prep.message();
+  auto st = runThreads(n, [&](int r) -> Status {
+    int next = (r + 1) % n, prev = (r - 1 + n) % n;
+    FERRY_ASSIGN(comm.conns[r][next], comm.tr[r]->connect(comm.ctx[r], next));
+    FERRY_ASSIGN(comm.conns[r][prev], comm.tr[r]->connect(comm.ctx[r], prev));
+    std::vector<Pump> pumps{Pump(*comm.conns[r][next], r, next, 30, 64 << 10),
+                            Pump(*comm.conns[r][prev], r, prev, 30, 64 << 10)};
+    return pumpAll(pumps, 20000);
+  });
+  for (int r = 0; r < n; r++) EXPECT_TRUE(st[r].isOk()) << "rank " << r << ": " << st[r].message();
+  ASSERT_TRUE(comm.conns[0][1]);
+  EXPECT_EQ(comm.conns[0][1]->describe().rfind("UCX/0 rank 1 (host1)", 0), 0u) << comm.conns[0][1]->describe();
+}
+#endif
+
+}  // namespace
+}  // namespace ferry::nxtest
