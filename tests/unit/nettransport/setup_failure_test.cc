@@ -225,11 +225,6 @@ TEST(NetSetup, OneHostNeedsNoNetworkUnlessShmIsDisabled) {
   EXPECT_TRUE(st[1].isOk()) << st[1].message();
 }
 
-}  // namespace
-}  // namespace ferry::nxtest
-
-namespace ferry::nxtest {
-namespace {
 
 // A connection that knows the communicator's hash but not its secret (the
 // old socket transport checked the secret on every connection).

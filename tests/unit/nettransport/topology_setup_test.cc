@@ -128,11 +128,6 @@ TEST_P(MeshSetup, RandomConnectOrdersEveryPairExactBothWays) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, MeshSetup, ::testing::Values(1u, 2u, 3u, 20261122u));
 
-}  // namespace
-}  // namespace ferry::nxtest
-
-namespace ferry::nxtest {
-namespace {
 
 #ifdef FERRY_HAVE_UCX
 // The same set-up over the built-in UCX network: nothing in the transport
