@@ -9,7 +9,6 @@
 
 namespace ferry::net {
 
-namespace {
 const char* resultName(ncclResult_t r) {
   switch (r) {
     case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
@@ -22,7 +21,6 @@ const char* resultName(ncclResult_t r) {
     default: return "unknown result";
   }
 }
-}  // namespace
 
 Status pluginStatus(ncclResult_t r, const char* call, const std::string& where) {
   if (r == ncclSuccess) return Status::ok();

@@ -23,6 +23,9 @@
 
 namespace ferry::net {
 
+// The enum name of a plugin's ncclResult_t (no dependency on the API edge).
+const char* resultName(ncclResult_t r);
+
 // ncclResult_t from a plugin -> Status, naming the call and the peer.
 Status pluginStatus(ncclResult_t r, const char* call, const std::string& where);
 

@@ -82,8 +82,10 @@ Status NetTransport::readHellos(const CommContext& ctx, bool* moved) {
     }
     Pair& p = pairFor(ctx, h.rank);  // a pair the peer started: we connect back
     if (p.recvComm) {
+      // Only this pair is broken; a connect() for another peer must not fail.
+      FERRY_WARN("net: rank %d connected twice; the second connection is closed", h.rank);
       n->closeRecv(rc);
-      return internalError("net: rank " + std::to_string(h.rank) + " connected twice");
+      continue;
     }
     p.recvComm = rc;
   }

@@ -7,6 +7,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "plugins/net/net_plugins.h"
+#include "transports/net/net_connection.h"
 #include "transports/netsocket/socket_net.h"
 #ifdef FERRY_HAVE_UCX
 #include "transports/netucx/ucx_net.h"
@@ -63,7 +64,7 @@ Result<ActiveNet> openNet(uint64_t commId) {
       return a;
     }
     FERRY_INFO(log::kInit | log::kNet, "NET: skipping network %s (%s): %s", c.net->name,
-               c.origin.c_str(), r == ncclSuccess ? "no devices" : ncclGetErrorString(r));
+               c.origin.c_str(), r == ncclSuccess ? "no devices" : resultName(r));
     if (a.ctx && c.net->finalize) c.net->finalize(a.ctx);
   }
   return invalidUsage("Failed to initialize any NET plugin" +

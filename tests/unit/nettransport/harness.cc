@@ -248,10 +248,3 @@ Status waitPiece(Connection& c, RecvPiece* p, int64_t timeoutMs) {
 }
 
 }  // namespace ferry::nxtest
-
-// transports/net logs plugin results with the public ncclGetErrorString,
-// which lives in the api module (the whole library); this test links only
-// the modules it exercises.
-extern "C" const char* ncclGetErrorString(ncclResult_t result) {
-  return result == ncclSuccess ? "no error" : "error (nettransport_test stub)";
-}
