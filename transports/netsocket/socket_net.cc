@@ -14,20 +14,18 @@
 
 #include "core/log.h"
 #include "net/interfaces.h"
+#include "net/net_device.h"
 #include "transports/netsocket/net_setup.h"
 
 namespace ferry {
 namespace netsocket {
 namespace {
 
-constexpr int kMaxIfs = 16;  // NCCL's MAX_IFS
-constexpr int kDefaultSpeedMbps = 10000;
-
 struct Device {
   std::string name;
   SockAddr addr;
   std::string pciPath;  // empty: virtual
-  int speed = kDefaultSpeedMbps;
+  int speed = 0;
 };
 
 struct Context {
@@ -41,29 +39,15 @@ std::mutex gMu;
 std::vector<std::unique_ptr<std::vector<Device>>>* gLists = nullptr;
 std::vector<Device>* gDevs = nullptr;  // the current list
 
-int readSpeed(const std::string& ifname) {
-  std::ifstream f("/sys/class/net/" + ifname + "/speed");
-  long v = -1;
-  if (!(f >> v) || v <= 0) return kDefaultSpeedMbps;  // virtual or link down: unknown
-  return static_cast<int>(v);
-}
-
-std::string readPciPath(const std::string& ifname) {
-  char buf[PATH_MAX];
-  std::string link = "/sys/class/net/" + ifname + "/device";
-  if (!realpath(link.c_str(), buf)) return "";
-  return buf;
-}
-
 Status loadDevicesLocked() {
   if (gDevs) return Status::ok();
-  FERRY_ASSIGN(std::vector<NetIf> ifs, findInterfaces(kMaxIfs));
+  FERRY_ASSIGN(std::vector<NetIf> ifs, findInterfaces(kMaxNetDevices));
   if (!gLists) gLists = new std::vector<std::unique_ptr<std::vector<Device>>>();
   gLists->push_back(std::make_unique<std::vector<Device>>());
   std::vector<Device>* devs = gLists->back().get();
   std::string list;
   for (const NetIf& nif : ifs) {
-    Device d{nif.name, nif.addr, readPciPath(nif.name), readSpeed(nif.name)};
+    Device d{nif.name, nif.addr, interfacePciPath(nif.name), interfaceSpeedMbps(nif.name)};
     list += " [" + std::to_string(devs->size()) + "]" + d.name + ":" + d.addr.host();
     devs->push_back(std::move(d));
   }
@@ -122,23 +106,8 @@ ncclResult_t netGetProperties(int dev, ncclNetProperties_v11_t* props) {
   std::lock_guard<std::mutex> lock(gMu);
   if (!loadDevicesLocked().isOk()) return ncclSystemError;
   if (dev < 0 || dev >= static_cast<int>(gDevs->size()) || !props) return ncclInvalidArgument;
-  Device& d = (*gDevs)[dev];
-  std::memset(props, 0, sizeof(*props));
-  props->name = d.name.data();
-  props->pciPath = d.pciPath.empty() ? nullptr : d.pciPath.data();
-  props->guid = static_cast<uint64_t>(dev);
-  props->ptrSupport = NCCL_PTR_HOST;
-  props->speed = d.speed;
-  props->latency = 0;
-  props->port = 0;
-  props->maxComms = 65536;
-  props->maxRecvs = 1;
-  props->netDeviceType = NCCL_NET_DEVICE_HOST;
-  props->vProps.ndevs = 1;
-  props->vProps.devs[0] = dev;
-  props->maxP2pBytes = MAX_NET_SIZE;
-  props->maxCollBytes = MAX_NET_SIZE;
-  props->maxMultiRequestSize = 1;
+  const Device& d = (*gDevs)[dev];
+  hostNetProperties(dev, d.name, d.pciPath, d.speed, props);
   return ncclSuccess;
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "net/interfaces.h"
+#include "net/net_device.h"
 #include "transports/netucx/ucx_internal.h"
 
 namespace ferry::ucx {
@@ -27,24 +28,6 @@ void logV(log::Level level, const char* file, int line, const char* fmt, va_list
   } else if (log::enabled(level, log::kNet)) {
     log::write(level, log::kNet, file, line, "ucx", "NET/UCX : %s", buf);
   }
-}
-
-// Interfaces the socket code would use; NCCL's socket net allows 16 too.
-constexpr int kMaxDevices = 16;
-
-std::string pciPathOf(const std::string& ifname) {
-  std::string link = "/sys/class/net/" + ifname + "/device";
-  char real[PATH_MAX];
-  if (!realpath(link.c_str(), real)) return "";  // virtual interface (lo, bridges)
-  return real;
-}
-
-int speedOf(const std::string& ifname) {
-  // Virtual interfaces report -1 or nothing; assume 10 Gb/s like NCCL.
-  std::ifstream f("/sys/class/net/" + ifname + "/speed");
-  int speed = 0;
-  if (!(f >> speed) || speed <= 0) return 10000;
-  return speed;
 }
 
 }  // namespace
@@ -72,7 +55,7 @@ const std::vector<Device>& devices(std::string* err) {
   static std::vector<Device> devs;
   static std::string error;
   std::call_once(once, [] {
-    auto found = findInterfaces(kMaxDevices);
+    auto found = findInterfaces(kMaxNetDevices);
     if (!found.isOk()) {
       error = found.status().message();
       return;
@@ -82,8 +65,8 @@ const std::vector<Device>& devices(std::string* err) {
       d.name = nif.name;
       d.addr.resize(SockAddr::kPackedBytes);
       nif.addr.pack(d.addr.data());
-      d.pciPath = pciPathOf(nif.name);
-      d.speedMbps = speedOf(nif.name);
+      d.pciPath = interfacePciPath(nif.name);
+      d.speedMbps = interfaceSpeedMbps(nif.name);
       UCX_INFO("device %zu: %s %s speed %d", devs.size(), d.name.c_str(),
                nif.addr.toString().c_str(), d.speedMbps);
       devs.push_back(std::move(d));
@@ -110,26 +93,8 @@ ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props) {
     return ncclInvalidArgument;
   }
   const Device& d = devs[dev];
-  *props = {};
   // The strings live as long as the process-wide device list.
-  props->name = const_cast<char*>(d.name.c_str());
-  props->pciPath = d.pciPath.empty() ? nullptr : const_cast<char*>(d.pciPath.c_str());
-  props->guid = static_cast<uint64_t>(dev);
-  props->ptrSupport = NCCL_PTR_HOST;
-  props->regIsGlobal = 0;
-  props->forceFlush = 0;
-  props->speed = d.speedMbps;
-  props->port = 0;
-  props->latency = 0;
-  props->maxComms = 65536;
-  props->maxRecvs = 1;
-  props->netDeviceType = NCCL_NET_DEVICE_HOST;
-  props->netDeviceVersion = 0;
-  props->vProps.ndevs = 1;
-  props->vProps.devs[0] = dev;
-  props->maxP2pBytes = MAX_NET_SIZE;
-  props->maxCollBytes = MAX_COLLNET_SIZE;
-  props->maxMultiRequestSize = 1;
+  hostNetProperties(dev, d.name, d.pciPath, d.speedMbps, props);
   return ncclSuccess;
 }
 
