@@ -10,7 +10,7 @@
 #include "bootstrap/wire.h"
 #include "core/log.h"
 #include "core/wait.h"
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 namespace ferry {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/wait.h"
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 namespace ferry {
 namespace {

@@ -7,7 +7,7 @@
 #include "bootstrap/unique_id.h"
 #include "core/wait.h"
 #include "net/interfaces.h"
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 namespace ferry {
 namespace {

@@ -6,7 +6,7 @@
 #include "core/wait.h"
 #include "net/interfaces.h"
 #include "net/socket.h"
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 namespace ferry {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 namespace ferry {
 namespace {

@@ -131,53 +131,6 @@ std::vector<char> ThreadComm::handle(int r) {
   return std::vector<char>(b.begin() + sizeof(int32_t), b.begin() + sizeof(int32_t) + NCCL_NET_HANDLE_MAXSIZE);
 }
 
-std::vector<Status> runThreads(int n, const std::function<Status(int)>& fn) {
-  std::vector<Status> out(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; r++) threads.emplace_back([&, r] {
-    log::setThreadRank(r);
-    out[r] = fn(r);
-  });
-  for (auto& t : threads) t.join();
-  return out;
-}
-
-std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int64_t timeoutMs) {
-  fflush(stdout);
-  fflush(stderr);
-  std::vector<pid_t> pids(n, -1);
-  std::vector<int> codes(n, -1);
-  for (int r = 0; r < n; r++) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      alarm(static_cast<unsigned>(timeoutMs / 1000 + 5));  // in case the parent dies
-      int code = fn(r);
-      fflush(stdout);
-      fflush(stderr);
-      _exit(code);
-    }
-    pids[r] = pid;
-  }
-  int64_t deadline = nowMs() + timeoutMs;
-  int left = n;
-  while (left > 0 && nowMs() < deadline) {
-    for (int r = 0; r < n; r++) {
-      int status = 0;
-      if (pids[r] < 0 || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
-      codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      pids[r] = -1;
-      left--;
-    }
-    usleep(2000);
-  }
-  for (int r = 0; r < n; r++) {
-    if (pids[r] < 0) continue;
-    fprintf(stderr, "watchdog: killing rank %d (pid %d)\n", r, pids[r]);
-    kill(pids[r], SIGKILL);
-    waitpid(pids[r], nullptr, 0);
-  }
-  return codes;
-}
 
 std::vector<char> piece(int from, int to, int k, size_t maxBytes) {
   size_t sizes[] = {0, 1, 7, 4096, maxBytes, maxBytes / 3 + 1};

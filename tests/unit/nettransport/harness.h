@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "tests/support/test_util.h"
 #include "transports/net/net_transport.h"
 #include "transports/transport.h"
 
@@ -87,27 +88,8 @@ struct ThreadComm {
   std::vector<std::vector<std::unique_ptr<Connection>>> conns;  // [rank][peer]
 };
 
-// Run fn(rank) on n threads; each rank's Status.
-std::vector<Status> runThreads(int n, const std::function<Status(int)>& fn);
-
-// Fork n children running fn(rank) (exit code 0 = ok). Children still
-// alive after timeoutMs are killed (code -1); 128+sig for a signal death.
-std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int64_t timeoutMs);
-
-#define NX_CHILD_CHECK(cond, ...)                                            \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      fprintf(stderr, "child check failed (%s:%d): ", __FILE__, __LINE__);   \
-      fprintf(stderr, __VA_ARGS__);                                          \
-      fprintf(stderr, "\n");                                                 \
-      return 1;                                                              \
-    }                                                                        \
-  } while (0)
-#define NX_CHILD_OK(expr)                                                    \
-  do {                                                                       \
-    ::ferry::Status _s = (expr);                                             \
-    NX_CHILD_CHECK(_s.isOk(), "%s: %s", #expr, _s.message().c_str());        \
-  } while (0)
+using test::runProcesses;
+using test::runThreads;
 
 // The k-th piece `from` sends to `to`: size varies with k (0 .. maxBytes),
 // bytes with (from, to, k).

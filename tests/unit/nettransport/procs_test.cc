@@ -49,19 +49,19 @@ struct ProcRank {
 
 int meshChild(const ncclUniqueId& id, int rank, int n) {
   ProcRank pr;
-  NX_CHILD_OK(pr.init(id, rank, n));
+  CHILD_OK(pr.init(id, rank, n));
   std::vector<std::unique_ptr<Connection>> conns(n);
   for (int i = 1; i < n; i++) {  // next first, as in a ring
     int p = (rank + i) % n;
     auto c = pr.tr.connect(pr.ctx, p);
-    NX_CHILD_OK(c.status());
+    CHILD_OK(c.status());
     conns[p] = c.take();
   }
   std::vector<Pump> pumps;
   for (int p = 0; p < n; p++)
     if (p != rank) pumps.emplace_back(*conns[p], rank, p, 200, 512 << 10);
-  NX_CHILD_OK(pumpAll(pumps, 20000));
-  NX_CHILD_OK(pr.boot->barrier());  // nobody closes while a peer still reads
+  CHILD_OK(pumpAll(pumps, 20000));
+  CHILD_OK(pr.boot->barrier());  // nobody closes while a peer still reads
   return 0;
 }
 
@@ -74,21 +74,21 @@ TEST(NetProcs, ThreeProcessMeshExactPiecesBothWays) {
 
 int deathChild(const ncclUniqueId& id, int rank) {
   ProcRank pr;
-  NX_CHILD_OK(pr.init(id, rank, 2));
+  CHILD_OK(pr.init(id, rank, 2));
   auto c = pr.tr.connect(pr.ctx, 1 - rank);
-  NX_CHILD_OK(c.status());
-  NX_CHILD_OK(exchange(*c.value(), rank, 1 - rank, 20, 512 << 10, 20000));
-  NX_CHILD_OK(pr.boot->barrier());
+  CHILD_OK(c.status());
+  CHILD_OK(exchange(*c.value(), rank, 1 - rank, 20, 512 << 10, 20000));
+  CHILD_OK(pr.boot->barrier());
   if (rank == 1) kill(getpid(), SIGKILL);
   // Rank 0 keeps exchanging with a peer that is gone.
   int64_t t0 = nowMs();
   Status st = exchange(*c.value(), rank, 1, 1000, 512 << 10, 20000);
   int64_t ms = nowMs() - t0;
-  NX_CHILD_CHECK(st.code() == Code::kRemote, "expected kRemote, got %d: %s",
+  CHILD_CHECK(st.code() == Code::kRemote, "expected kRemote, got %d: %s",
                  static_cast<int>(st.code()), st.message().c_str());
-  NX_CHILD_CHECK(st.message().find(" on Socket/0 rank 1 (host1)") != std::string::npos, "%s",
+  CHILD_CHECK(st.message().find(" on Socket/0 rank 1 (host1)") != std::string::npos, "%s",
                  st.message().c_str());
-  NX_CHILD_CHECK(ms < 3000, "the death was noticed after %ld ms", static_cast<long>(ms));
+  CHILD_CHECK(ms < 3000, "the death was noticed after %ld ms", static_cast<long>(ms));
   return 0;
 }
 
@@ -105,8 +105,8 @@ TEST(NetProcs, PeerDeathIsARemoteErrorWithinSeconds) {
 // fails (bounded by its timeout) and names rank 1.
 int deadBeforeConnectChild(const ncclUniqueId& id, int rank) {
   ProcRank pr;
-  NX_CHILD_OK(pr.init(id, rank, 2));
-  NX_CHILD_OK(pr.boot->barrier());
+  CHILD_OK(pr.init(id, rank, 2));
+  CHILD_OK(pr.boot->barrier());
   if (rank == 1) kill(getpid(), SIGKILL);
   usleep(100 * 1000);  // surely dead
   pr.ctx.timeoutMs = 2000;
@@ -115,11 +115,11 @@ int deadBeforeConnectChild(const ncclUniqueId& id, int rank) {
   int64_t ms = nowMs() - t0;
   // A refused TCP connect is retried (the listener may not be up yet), so
   // this is the no-progress deadline.
-  NX_CHILD_CHECK(c.status().code() == Code::kTimeout, "code %d: %s",
+  CHILD_CHECK(c.status().code() == Code::kTimeout, "code %d: %s",
                  static_cast<int>(c.status().code()), c.status().message().c_str());
   const std::string& m = c.status().message();
-  NX_CHILD_CHECK(m.rfind("connecting to Socket rank 1: ", 0) == 0, "%s", m.c_str());
-  NX_CHILD_CHECK(ms >= 2000 && ms < 4000, "connect failed after %ld ms: %s", static_cast<long>(ms), m.c_str());
+  CHILD_CHECK(m.rfind("connecting to Socket rank 1: ", 0) == 0, "%s", m.c_str());
+  CHILD_CHECK(ms >= 2000 && ms < 4000, "connect failed after %ld ms: %s", static_cast<long>(ms), m.c_str());
   return 0;
 }
 

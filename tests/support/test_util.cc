@@ -1,4 +1,4 @@
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 #include <netinet/in.h>
 #include <signal.h>
@@ -40,7 +40,10 @@ ScopedEnv::~ScopedEnv() {
 std::vector<Status> runThreads(int n, const std::function<Status(int)>& fn) {
   std::vector<Status> out(n);
   std::vector<std::thread> threads;
-  for (int r = 0; r < n; r++) threads.emplace_back([&, r] { out[r] = fn(r); });
+  for (int r = 0; r < n; r++) threads.emplace_back([&, r] {
+    log::setThreadRank(r);
+    out[r] = fn(r);
+  });
   for (auto& t : threads) t.join();
   return out;
 }

@@ -26,7 +26,7 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// Run fn(rank) on n threads; returns each rank's Status.
+// Run fn(rank) on n threads (log lines say [rank]); returns each rank's Status.
 std::vector<Status> runThreads(int n, const std::function<Status(int)>& fn);
 
 // Fork n children running fn(rank); a child exits with fn's code (0 = ok).
