@@ -2,7 +2,7 @@
 # Installs the Debian packages Ferry builds and tests with. Idempotent.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-      openmpi-bin libopenmpi-dev libhwloc-dev iproute2 libgloo-dev libucx-dev)
+      openmpi-bin libopenmpi-dev libhwloc-dev iproute2 libgloo-dev libucx-dev python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
