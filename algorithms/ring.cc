@@ -16,16 +16,19 @@ namespace {
 struct Ring {
   int pos, n, next, prev;  // pos: this rank's ring position
   const std::vector<int>* order;
-  explicit Ring(const CollArgs& a) : pos(posOf(a, a.rank)), n(a.nranks), order(a.ringOrder) {
+  explicit Ring(const CollArgs& a) : Ring(a, a.ringOrder) {}
+  Ring(const CollArgs& a, const std::vector<int>* ringOrder)
+      : pos(posOf(ringOrder, a.nranks, a.rank)), n(a.nranks), order(ringOrder) {
     next = blockOf(mod(pos + 1));
     prev = blockOf(mod(pos - 1));
   }
-  static int posOf(const CollArgs& a, int r) {
-    if (!a.ringOrder) return r;
-    for (int p = 0; p < a.nranks; ++p)
-      if ((*a.ringOrder)[p] == r) return p;
+  static int posOf(const std::vector<int>* order, int n, int r) {
+    if (!order) return r;
+    for (int p = 0; p < n; ++p)
+      if ((*order)[p] == r) return p;
     return r;
   }
+  static int posOf(const CollArgs& a, int r) { return posOf(a.ringOrder, a.nranks, r); }
   int mod(int c) const { return ((c % n) + n) % n; }
   // The rank at ring position p (= whose block chunk p is).
   int blockOf(int p) const { return order ? (*order)[p] : p; }
@@ -79,11 +82,26 @@ void reducePhase(const Ring& r, int shift, bool alsoSend, In inAt, Out outAt, By
   steps->push_back(last);
 }
 
-Schedule allReduce(const CollArgs& a) {
-  Ring r(a);
+// The elements [begin, begin + len) of each block, carried by one ring.
+struct Range {
+  size_t begin = 0, len = 0;
+};
+
+// With a second ring order (CollArgs::ringOrder2), the elements are split in
+// two halves, one per ring, each on its own lane: the rings cross host
+// boundaries from different local ranks, hence over different rails.
+template <typename LaneFn>
+Schedule onRings(const CollArgs& a, LaneFn laneFor) {
+  if (!a.ringOrder2 || a.count < 2) return Schedule{"ring", {laneFor(Ring(a), Range{0, a.count}, true)}};
+  size_t half = a.count / 2;
+  return Schedule{"ring", {laneFor(Ring(a), Range{0, half}, true),
+                           laneFor(Ring(a, a.ringOrder2), Range{half, a.count - half}, false)}};
+}
+
+Lane allReduceLane(const CollArgs& a, const Ring& r, Range rg) {
   std::vector<Step> s;
-  forEachRound(a.count, a.elemSize, r.n, a.chunkBytes, [&](size_t base, size_t len) {
-    size_t off = base * a.elemSize;
+  forEachRound(rg.len, a.elemSize, r.n, a.chunkBytes, [&](size_t base, size_t len) {
+    size_t off = (rg.begin + base) * a.elemSize;
     auto at = [&](int c) { return off + blockStart(len, r.n, c, a.elemSize); };
     auto bytes = [&](int c) { return at(c + 1) - at(c); };
     reducePhase(r, 0, true, at, at, bytes, &s);
@@ -95,38 +113,44 @@ Schedule allReduce(const CollArgs& a) {
                        r.prev, {}, out(at(c)), bytes(c)));
     }
   });
-  return Schedule{"ring", {Lane{std::move(s)}}};
+  return Lane{std::move(s)};
+}
+
+Schedule allReduce(const CollArgs& a) {
+  return onRings(a, [&](const Ring& r, Range rg, bool) { return allReduceLane(a, r, rg); });
 }
 
 Schedule reduceScatter(const CollArgs& a) {
-  Ring r(a);
   size_t block = a.count * a.elemSize;
-  std::vector<Step> s;
-  forEachRound(a.count, a.elemSize, 1, a.chunkBytes, [&](size_t base, size_t len) {
-    size_t off = base * a.elemSize, bytes = len * a.elemSize;
-    reducePhase(r, -1, false, [&](int c) { return r.blockOf(c) * block + off; },
-                [&](int) { return off; },
-                [&](int) { return bytes; }, &s);
+  return onRings(a, [&](const Ring& r, Range rg, bool) {
+    std::vector<Step> s;
+    forEachRound(rg.len, a.elemSize, 1, a.chunkBytes, [&](size_t base, size_t len) {
+      size_t off = (rg.begin + base) * a.elemSize, bytes = len * a.elemSize;
+      reducePhase(r, -1, false, [&](int c) { return r.blockOf(c) * block + off; },
+                  [&](int) { return off; }, [&](int) { return bytes; }, &s);
+    });
+    return Lane{std::move(s)};
   });
-  return Schedule{"ring", {Lane{std::move(s)}}};
 }
 
 Schedule allGather(const CollArgs& a) {
-  Ring r(a);
   size_t block = a.count * a.elemSize;
-  std::vector<Step> s;
-  if (!a.inPlace) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(block * a.rank), block));
-  forEachRound(a.count, a.elemSize, 1, a.chunkBytes, [&](size_t base, size_t len) {
-    size_t off = base * a.elemSize, bytes = len * a.elemSize;
-    s.push_back(step(StepKind::kSend, r.next, -1, in(off), {}, bytes));
-    for (int j = 1; j < r.n; ++j) {
-      int c = r.mod(r.pos - j);
-      bool last = j == r.n - 1;
-      s.push_back(step(last ? StepKind::kRecv : StepKind::kRecvCopySend, last ? -1 : r.next,
-                       r.prev, {}, out(block * r.blockOf(c) + off), bytes));
-    }
+  return onRings(a, [&](const Ring& r, Range rg, bool first) {
+    std::vector<Step> s;
+    // Our own block, whole, by the first lane (the other never writes it).
+    if (first && !a.inPlace) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(block * a.rank), block));
+    forEachRound(rg.len, a.elemSize, 1, a.chunkBytes, [&](size_t base, size_t len) {
+      size_t off = (rg.begin + base) * a.elemSize, bytes = len * a.elemSize;
+      s.push_back(step(StepKind::kSend, r.next, -1, in(off), {}, bytes));
+      for (int j = 1; j < r.n; ++j) {
+        int c = r.mod(r.pos - j);
+        bool last = j == r.n - 1;
+        s.push_back(step(last ? StepKind::kRecv : StepKind::kRecvCopySend, last ? -1 : r.next,
+                         r.prev, {}, out(block * r.blockOf(c) + off), bytes));
+      }
+    });
+    return Lane{std::move(s)};
   });
-  return Schedule{"ring", {Lane{std::move(s)}}};
 }
 
 Schedule broadcast(const CollArgs& a) {

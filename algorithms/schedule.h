@@ -106,6 +106,12 @@ struct CollArgs {
   // Ring order: position -> rank (null: rank order). Communicators keep each
   // host's ranks contiguous so a ring crosses every host boundary once.
   const std::vector<int>* ringOrder = nullptr;
+  // A second ring (null: none). AllReduce, ReduceScatter and AllGather then
+  // run half the elements on each ring, on two lanes. Communicators spanning
+  // hosts reverse each host's local order for it, so the two rings leave a
+  // host from different local ranks, i.e. over different rails. Its
+  // neighbours must differ from the first ring's in each direction.
+  const std::vector<int>* ringOrder2 = nullptr;
 };
 
 inline Step makeStep(StepKind kind, int sendPeer, int recvPeer, Region src, Region dst,

@@ -1,5 +1,7 @@
 #include "comm/comm.h"
 
+#include "algorithms/ring_order.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,19 +99,11 @@ Status Comm::setupPeers() {
   allLocal_ = !config::getBool(config::Param::kShmDisable) && execOptions_.allowRefs &&
               cores > 0 && nranks_ <= cores;
   for (const PeerInfo& p : peers_) allLocal_ = allLocal_ && p.hostHash == me.hostHash;
-  ringOrder_ = hostContiguousOrder(peers_);
+  std::vector<uint64_t> hostOf;
+  for (const PeerInfo& p : peers_) hostOf.push_back(p.hostHash);
+  ringOrder_ = hostContiguousOrder(hostOf);
+  ringOrder2_ = secondRingOrder(ringOrder_, hostOf);
   return Status::ok();
-}
-
-std::vector<int> hostContiguousOrder(const std::vector<PeerInfo>& peers) {
-  std::vector<uint64_t> hosts;  // in order of each host's lowest rank
-  for (const PeerInfo& p : peers)
-    if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end()) hosts.push_back(p.hostHash);
-  std::vector<int> order;
-  for (uint64_t h : hosts)
-    for (size_t r = 0; r < peers.size(); ++r)
-      if (peers[r].hostHash == h) order.push_back(static_cast<int>(r));
-  return order;
 }
 
 void Comm::logTopology() const {

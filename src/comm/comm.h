@@ -96,6 +96,8 @@ class Comm final : public ConnectionSource {
   // Ring position -> rank: ranks grouped by host (hosts in order of their
   // lowest rank), so rings cross each host boundary once.
   const std::vector<int>& ringOrder() const { return ringOrder_; }
+  // The second ring (ring_order.h), or null for one ring.
+  const std::vector<int>* ringOrder2() const { return ringOrder2_.empty() ? nullptr : &ringOrder2_; }
   int64_t timeoutMs() const { return timeoutMs_; }
   uint64_t commHash() const { return ctx_.commHash; }
   int nextSplitSeq() { return splitSeq_++; }
@@ -136,6 +138,7 @@ class Comm final : public ConnectionSource {
   std::string algoFilter_;  // NCCL_ALGO, read once
   size_t directMaxBytes_ = 0;
   std::vector<int> ringOrder_;
+  std::vector<int> ringOrder2_;
   bool allLocal_ = false;   // one machine, shared memory and CMA allowed
   int64_t timeoutMs_ = 30000;
   int64_t peerCheckMs_ = 100;
@@ -152,7 +155,5 @@ bool isLiveComm(const void* c);
 // Status -> ncclResult_t, the single mapping used at the C ABI edge.
 ncclResult_t toNcclResult(const Status& st);
 
-// The ring order of a communicator with these peers (see Comm::ringOrder).
-std::vector<int> hostContiguousOrder(const std::vector<PeerInfo>& peers);
 
 }  // namespace ferry

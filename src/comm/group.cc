@@ -60,6 +60,7 @@ CollArgs planArgs(Comm* c, const CollArgs& call) {
   args.directMaxBytes = c->directMaxBytes();
   args.allLocal = c->allLocal();
   args.ringOrder = &c->ringOrder();
+  args.ringOrder2 = c->ringOrder2();
   return args;
 }
 

@@ -71,6 +71,12 @@ void Backoff::pause() {
   nanosleep(&ts, nullptr);
 }
 
+Backoff::Phase Backoff::phase() const {
+  int64_t next = polls_ + 1;
+  if (next <= budget()) return Phase::kSpin;
+  return next - budget() <= kYieldPolls ? Phase::kYield : Phase::kSleep;
+}
+
 int Backoff::defaultSpinCount() {
   static std::atomic<int> cached{-1};
   int v = cached.load(std::memory_order_relaxed);

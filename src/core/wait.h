@@ -36,6 +36,10 @@ class Backoff {
   // More ranks than cores on this machine: spin much less before yielding.
   static void setOversubscribed(bool on);
 
+  enum class Phase { kSpin, kYield, kSleep };
+  // What the next pause() will do.
+  Phase phase() const;
+
  private:
   int budget() const;  // this thread's learned spin count (<= spin_)
 

@@ -3,6 +3,8 @@
 // the algorithms alone: no transport, executor or kernel is involved.
 #include <gtest/gtest.h>
 
+#include "algorithms/ring_order.h"
+
 #include <cstring>
 #include <deque>
 #include <map>
@@ -97,7 +99,8 @@ int64_t val(int rank, size_t i) { return rank * 1000003 + static_cast<int64_t>(i
 // Builds schedules and buffers for `kind`; returns the simulator after running.
 Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes,
              size_t directMaxBytes = 0, bool allLocal = false,
-             const std::vector<int>* ringOrder = nullptr) {
+             const std::vector<int>* ringOrder = nullptr,
+             const std::vector<int>* ringOrder2 = nullptr) {
   Sim sim{n, {}, {}, {}};
   size_t inElems = count, outElems = count;
   if (kind == CollKind::kAllGather || kind == CollKind::kAllToAll) outElems = count * n;
@@ -105,7 +108,8 @@ Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes,
   if (kind == CollKind::kGather) outElems = count * n;
   if (kind == CollKind::kScatter) inElems = count * n;
   for (int r = 0; r < n; ++r) {
-    CollArgs a{kind, r, n, root, count, 8, false, chunkBytes, directMaxBytes, allLocal, ringOrder};
+    CollArgs a{kind, r, n, root, count, 8, false, chunkBytes, directMaxBytes, allLocal, ringOrder,
+               ringOrder2};
     Result<Schedule> s = selectSchedule(a, "");
     EXPECT_TRUE(s.isOk());
     // No (peer, direction) may be used by two lanes.
@@ -236,6 +240,56 @@ TEST(ScheduleSim, RingFollowsRingOrder) {
           ASSERT_EQ(outAt(red, root, i), sumAt(n, i)) << "reduce root " << root;
           for (int r = 0; r < n; ++r) ASSERT_EQ(outAt(b, r, i), val(root, i));
         }
+      }
+    }
+  }
+}
+
+// hostOf for `hosts` hosts of `perHost` ranks, placed round-robin.
+std::vector<uint64_t> roundRobin(int hosts, int perHost) {
+  std::vector<uint64_t> hostOf;
+  for (int r = 0; r < hosts * perHost; ++r) hostOf.push_back(100 + r % hosts);
+  return hostOf;
+}
+
+TEST(RingOrder, HostContiguousAndSecondRing) {
+  std::vector<uint64_t> hostOf = roundRobin(2, 3);  // ranks 0 2 4 on host A, 1 3 5 on B
+  std::vector<int> a = hostContiguousOrder(hostOf);
+  EXPECT_EQ(a, (std::vector<int>{0, 2, 4, 1, 3, 5}));
+  EXPECT_EQ(secondRingOrder(a, hostOf), (std::vector<int>{4, 2, 0, 5, 3, 1}));
+  // One host, or one rank per host: no second ring.
+  EXPECT_TRUE(secondRingOrder({0, 1, 2}, {7, 7, 7}).empty());
+  EXPECT_TRUE(secondRingOrder({0, 1, 2}, {1, 2, 3}).empty());
+  // 2 hosts x 2 ranks: the reversed ring has other neighbours in each direction.
+  EXPECT_EQ(secondRingOrder({0, 1, 2, 3}, {1, 1, 2, 2}), (std::vector<int>{1, 0, 3, 2}));
+  // Hosts of 1 and 2 ranks: the second ring is the first one reversed.
+  EXPECT_EQ(secondRingOrder({0, 1, 2}, {1, 2, 2}), (std::vector<int>{0, 2, 1}));
+}
+
+// Two rings on two lanes (multi-host communicators): every collective that
+// splits over them stays exact, and the lanes never share a connection
+// direction (simulate() checks that).
+TEST(ScheduleSim, TwoRingsExact) {
+  for (auto [hosts, perHost] : {std::pair{2, 2}, {2, 3}, {3, 2}, {4, 2}}) {
+    std::vector<uint64_t> hostOf = roundRobin(hosts, perHost);
+    std::vector<int> a = hostContiguousOrder(hostOf);
+    std::vector<int> b = secondRingOrder(a, hostOf);
+    ASSERT_FALSE(b.empty()) << hosts << "x" << perHost;
+    int n = hosts * perHost;
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}}) {
+      for (size_t chunk : {size_t{0}, size_t{24}}) {
+        Sim ar = simulate(CollKind::kAllReduce, n, count, 0, chunk, 0, false, &a, &b);
+        Sim rs = simulate(CollKind::kReduceScatter, n, count, 0, chunk, 0, false, &a, &b);
+        Sim ag = simulate(CollKind::kAllGather, n, count, 0, chunk, 0, false, &a, &b);
+        if (count >= 2) {
+          EXPECT_EQ(ar.scheds[0].lanes.size(), 2u);
+        }
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(outAt(ar, r, i), sumAt(n, i)) << "allreduce " << hosts << "x" << perHost;
+            ASSERT_EQ(outAt(rs, r, i), sumAt(n, r * count + i)) << "reduce-scatter";
+            for (int p = 0; p < n; ++p) ASSERT_EQ(outAt(ag, r, p * count + i), val(p, i));
+          }
       }
     }
   }

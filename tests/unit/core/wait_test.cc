@@ -29,14 +29,15 @@ TEST(Backoff, SleepsOnceSpinAndYieldPhasesAreOver) {
   EXPECT_LT(elapsedUs(t0), 2'000'000);
 }
 
-TEST(Backoff, ResetReturnsToSpinning) {
+TEST(Backoff, PhasesAndResetReturnsToSpinning) {
   Backoff b(1000);
-  for (int i = 0; i < 1000 + Backoff::kYieldPolls + 100; i++) b.pause();
+  EXPECT_EQ(b.phase(), Backoff::Phase::kSpin);
+  // The learned per-thread budget may be below 1000, but the yield phase is
+  // always kYieldPolls long and the sleep phase follows it.
+  for (int i = 0; i < 1000 + Backoff::kYieldPolls; i++) b.pause();
+  EXPECT_EQ(b.phase(), Backoff::Phase::kSleep);
   b.reset();
-  // 1000 spin pauses take microseconds; in the sleep phase they would take 200 ms.
-  auto t0 = Clock::now();
-  for (int i = 0; i < 1000; i++) b.pause();
-  EXPECT_LT(elapsedUs(t0), 100'000);
+  EXPECT_EQ(b.phase(), Backoff::Phase::kSpin);  // was a 100 ms timing check: flaky under load
 }
 
 TEST(Waiter, AbortAlreadySet) {
