@@ -106,12 +106,14 @@ std::vector<NetIf> selectInterfaces(const std::vector<NetIf>& all, const std::st
     collect(all, IfFilter::parse(ifname), family, max, &out);
     return out;
   }
-  // Default preference: real interfaces, then docker bridges, then loopback
-  // (single-node runs), then libvirt bridges.
-  collect(all, IfFilter::parse("^docker,lo,virbr"), family, max, &out);
-  collect(all, IfFilter::parse("docker"), family, max, &out);
-  collect(all, IfFilter::parse("lo"), family, max, &out);
-  collect(all, IfFilter::parse("virbr"), family, max, &out);
+  // NCCL's default: the first class that has any interface wins, IPoIB
+  // first, then other real interfaces, then docker bridges, then loopback
+  // (single-node runs), then libvirt bridges. Never a mix: a network device
+  // list of {eth0, lo} would send some ranks' traffic to 127.0.0.1.
+  for (const char* cls : {"ib", "^ib,docker,lo,virbr", "docker", "lo", "virbr"}) {
+    collect(all, IfFilter::parse(cls), family, max, &out);
+    if (!out.empty()) break;
+  }
   return out;
 }
 

@@ -23,8 +23,9 @@ Result<std::vector<NetIf>> listInterfaces();
 // The selection rules, separated from the environment so they can be tested.
 //  ifname: NCCL_SOCKET_IFNAME syntax: comma list of name prefixes; a leading
 //          '^' turns it into an exclusion list; then a leading '=' makes the
-//          names exact. Empty: default order (anything but lo/docker/virbr,
-//          then docker*, then lo*, then virbr*).
+//          names exact. Empty: NCCL's default, the first class with any
+//          interface: ib*, then anything but ib/docker/lo/virbr, then
+//          docker*, then lo*, then virbr*.
 //  family: AF_INET, AF_INET6 or AF_UNSPEC.
 // One address per interface (IPv4 preferred), at most `max` entries.
 std::vector<NetIf> selectInterfaces(const std::vector<NetIf>& all, const std::string& ifname,

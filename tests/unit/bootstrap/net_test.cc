@@ -86,13 +86,27 @@ std::string names(const std::vector<NetIf>& v) {
   return s;
 }
 
-TEST(Interfaces, DefaultOrder) {
+// The first class with any interface wins (NCCL): IPoIB, other real ones,
+// docker, loopback, libvirt; classes never mix.
+TEST(Interfaces, DefaultClasses) {
   auto all = fakeIfs();
-  EXPECT_EQ(names(selectInterfaces(all, "", AF_UNSPEC, 10)),
-            "eth0/10.0.0.5,ib0/10.1.0.5,eth1/fd01::5,docker0/172.17.0.1,lo/127.0.0.1,"
+  EXPECT_EQ(names(selectInterfaces(all, "", AF_UNSPEC, 10)), "ib0/10.1.0.5");
+  EXPECT_EQ(names(selectInterfaces(all, "", AF_INET6, 10)), "eth0/fd00::5,eth1/fd01::5");
+  auto without = [&](std::initializer_list<const char*> drop) {
+    std::vector<NetIf> v;
+    for (const NetIf& n : all) {
+      bool keep = true;
+      for (const char* d : drop) keep = keep && n.name.rfind(d, 0) != 0;
+      if (keep) v.push_back(n);
+    }
+    return v;
+  };
+  EXPECT_EQ(names(selectInterfaces(without({"ib"}), "", AF_UNSPEC, 10)), "eth0/10.0.0.5,eth1/fd01::5");
+  EXPECT_EQ(names(selectInterfaces(without({"ib"}), "", AF_UNSPEC, 1)), "eth0/10.0.0.5");
+  EXPECT_EQ(names(selectInterfaces(without({"ib", "eth"}), "", AF_UNSPEC, 10)), "docker0/172.17.0.1");
+  EXPECT_EQ(names(selectInterfaces(without({"ib", "eth", "docker"}), "", AF_UNSPEC, 10)), "lo/127.0.0.1");
+  EXPECT_EQ(names(selectInterfaces(without({"ib", "eth", "docker", "lo"}), "", AF_UNSPEC, 10)),
             "virbr0/192.168.122.1");
-  EXPECT_EQ(names(selectInterfaces(all, "", AF_UNSPEC, 1)), "eth0/10.0.0.5");
-  EXPECT_EQ(names(selectInterfaces(all, "", AF_INET6, 10)), "eth0/fd00::5,eth1/fd01::5,lo/::1");
 }
 
 TEST(Interfaces, IfnameRules) {
