@@ -91,7 +91,7 @@ Schedule directReduceScatterGather(const CollArgs& a) {
       int p = (r + k) % n;
       Step st = sendStep(p, {kInputBuf, at(p)}, bytes(p));
       st.scaleSrc = true;
-      st.peerReduces = true;
+      st.sendByValue = true;
       lane.steps.push_back(st);
     }
     for (int k = 1; k < n; ++k) {
@@ -137,7 +137,9 @@ Schedule directSchedule(const CollArgs& a) {
       break;
     case CollKind::kGather:
       if (me != a.root) {
-        addLane(&s, sendStep(a.root, {kInputBuf, 0}, block));
+        Step st = sendStep(a.root, {kInputBuf, 0}, block);
+        st.sendByValue = true;  // fan-in: senders copy in parallel
+        addLane(&s, st);
         break;
       }
       for (int p = 0; p < a.nranks; ++p) {

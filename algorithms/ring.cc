@@ -66,7 +66,7 @@ void reducePhase(const Ring& r, int shift, bool alsoSend, In inAt, Out outAt, By
   int c0 = r.mod(r.pos + shift);
   Step first = step(StepKind::kSend, r.next, -1, in(inAt(c0)), {}, bytes(c0));
   first.scaleSrc = true;
-  first.peerReduces = true;
+  first.sendByValue = true;
   steps->push_back(first);
   for (int k = 1; k < r.n - 1; ++k) {
     int c = r.mod(r.pos + shift - k);
@@ -176,7 +176,7 @@ Schedule reduce(const CollArgs& a) {
   Step s;
   if (pos == 0) {
     s = step(StepKind::kSend, r.next, -1, in(0), {}, bytes);
-    s.peerReduces = true;
+    s.sendByValue = true;
   } else if (pos < r.n - 1) {
     s = step(StepKind::kRecvReduceSend, r.next, r.prev, in(0), {}, bytes);
   } else {

@@ -58,9 +58,12 @@ struct Step {
   size_t bytes = 0;
   bool scaleSrc = false;    // PreMulSum: this rank's own input enters here, multiply it
   bool finalValue = false;  // this step produces final values: apply Avg's division
-  // The receiver reduces what this step sends: copying it into the FIFO is
-  // cheaper than letting the receiver pull it through the kernel first.
-  bool peerReduces = false;
+  // Copy what this step sends into the FIFO instead of publishing a
+  // reference for the receiver to pull (cross-memory attach, ~half memcpy
+  // speed here): when the receiver reduces it, or when many senders feed one
+  // receiver (Gather), so that each sender copies its part in parallel
+  // instead of the receiver pulling everything itself.
+  bool sendByValue = false;
 };
 
 struct Lane {

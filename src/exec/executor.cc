@@ -172,7 +172,7 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
   while (st.sendOff < s.bytes) {
     size_t rem = s.bytes - st.sendOff;
     const char* src = ptr(s.src) + st.sendOff;
-    if (!scales(s) && !s.peerReduces && opt_.allowRefs && rem >= opt_.refThreshold &&
+    if (!scales(s) && !s.sendByValue && opt_.allowRefs && rem >= opt_.refThreshold &&
         c->supportsRef()) {
       bool accepted = false;
       FERRY_TRY(c->sendRef(src, rem, &accepted));
