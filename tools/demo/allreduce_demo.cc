@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <string>
 
+#include "tools/demo/bench_nccl.h"
 #include "tools/demo/bench_options.h"
 #include "tools/demo/bench_report.h"
 #include "tools/demo/bench_sweep.h"
@@ -20,14 +21,6 @@
 
 namespace ferry::bench {
 namespace {
-
-bool ncclOk(ncclResult_t r, ncclComm_t comm, int rank, const char* what) {
-  if (r == ncclSuccess) return true;
-  const char* last = ncclGetLastError(comm);
-  std::fprintf(stderr, "rank %d: Test NCCL failure %s: '%s' (%s)\n", rank, what,
-               ncclGetErrorString(r), last != nullptr ? last : "");
-  return false;
-}
 
 class FerryBackend : public SweepBackend {
  public:

@@ -9,14 +9,6 @@
 
 namespace ferry::perf {
 
-bool ncclOk(ncclResult_t r, ncclComm_t comm, int rank, const char* what) {
-  if (r == ncclSuccess) return true;
-  const char* last = ncclGetLastError(comm);
-  std::fprintf(stderr, "rank %d: Test NCCL failure %s: '%s' (%s)\n", rank, what,
-               ncclGetErrorString(r), last != nullptr ? last : "");
-  return false;
-}
-
 bool Rank::allocBuffers() {
   const size_t bytes = o.maxBytes + static_cast<size_t>(o.unalign) * 8;
   send_ = mem_.alloc(bytes);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tools/demo/bench_nccl.h"
 #include "tools/demo/bench_report.h"
 #include "tools/perf_tools/perf_colls.h"
 #include "tools/perf_tools/perf_iter.h"
@@ -17,8 +18,7 @@
 
 namespace ferry::perf {
 
-// Prints "Test NCCL failure" with the library's last error; false on failure.
-bool ncclOk(ncclResult_t r, ncclComm_t comm, int rank, const char* what);
+using bench::ncclOk;
 
 class Rank {
  public:
