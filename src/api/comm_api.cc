@@ -8,6 +8,7 @@
 #include "api/exports.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/group.h"
+#include "comm/registry.h"
 #include "comm/split.h"
 #include "core/wait.h"
 
@@ -70,10 +71,12 @@ Status initAll(ncclComm_t* comms, int ndev, const int* devlist) {
   return groupEnd();
 }
 
-// Destroy/abort: wait (bounded) for in-flight work, then free.
+// Destroy/abort: unregister first, so no group can start work on it any
+// more (queued work fails at ncclGroupEnd), wait (bounded) for work in
+// flight, then free.
 Status release(Comm* c) {
-  c->waitIdle(c->timeoutMs());
   unregisterComm(c);
+  c->waitIdle(c->timeoutMs());
   delete c;
   return Status::ok();
 }

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "comm/registry.h"
+
 namespace ferry::api {
 
 ncclResult_t finish(const char* fn, const Status& st) {
@@ -18,6 +20,7 @@ Result<Comm*> liveComm(ncclComm_t comm) {
 Result<Comm*> readyComm(ncclComm_t comm) {
   FERRY_ASSIGN(Comm * c, liveComm(comm));
   FERRY_TRY(c->usable());
+  if (c->finalized()) return invalidUsage("communicator was finalized (ncclCommFinalize): only ncclCommDestroy may follow");
   return c;
 }
 

@@ -255,32 +255,6 @@ std::string Comm::describe() const {
          std::to_string(rank_) + "/" + std::to_string(nranks_);
 }
 
-namespace {
-std::mutex& liveMu() {
-  static std::mutex m;
-  return m;
-}
-std::set<const void*>& liveSet() {
-  static std::set<const void*> s;
-  return s;
-}
-}  // namespace
-
-void registerComm(Comm* c) {
-  std::lock_guard<std::mutex> lk(liveMu());
-  liveSet().insert(c);
-}
-
-void unregisterComm(Comm* c) {
-  std::lock_guard<std::mutex> lk(liveMu());
-  liveSet().erase(c);
-}
-
-bool isLiveComm(const void* c) {
-  std::lock_guard<std::mutex> lk(liveMu());
-  return liveSet().count(c) != 0;
-}
-
 ncclResult_t toNcclResult(const Status& st) {
   switch (st.code()) {
     case Code::kOk: return ncclSuccess;

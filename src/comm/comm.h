@@ -76,6 +76,11 @@ class Comm final : public ConnectionSource {
   void exit() { users_.fetch_sub(1); }
   void waitIdle(int64_t timeoutMs);
 
+  // Set by the live-communicator registry (registry.h): tells this comm
+  // apart from a later one allocated at the same address.
+  uint64_t serial() const { return serial_; }
+  void setSerial(uint64_t s) { serial_ = s; }
+
   bool finalized() const { return finalized_; }
   void setFinalized() { finalized_ = true; }
 
@@ -132,6 +137,7 @@ class Comm final : public ConnectionSource {
   std::atomic<int> users_{0};
   std::thread initThread_;
   bool finalized_ = false;
+  uint64_t serial_ = 0;
   std::vector<std::unique_ptr<PremulOp>> premulOps_;
   ExecOptions execOptions_;
   size_t chunkBytes_ = 0;
@@ -147,10 +153,6 @@ class Comm final : public ConnectionSource {
   std::vector<std::pair<CollArgs, std::unique_ptr<Executor>>> plans_;
 };
 
-// Every live communicator, so a destroyed or foreign pointer is rejected.
-void registerComm(Comm* c);
-void unregisterComm(Comm* c);
-bool isLiveComm(const void* c);
 
 // Status -> ncclResult_t, the single mapping used at the C ABI edge.
 ncclResult_t toNcclResult(const Status& st);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "comm/registry.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/wait.h"
@@ -14,23 +15,28 @@ namespace {
 
 struct PendingInit {
   Comm* comm;
+  uint64_t serial;
   ncclUniqueId id;
 };
 
 struct GroupState {
   int depth = 0;
   std::vector<Comm*> order;  // communicators in order of first use
+  std::map<Comm*, uint64_t> serials;  // the comm a pointer meant when work was queued
   std::map<Comm*, std::vector<CollTask>> colls;
   std::map<Comm*, std::vector<P2pTask>> p2ps;
   std::vector<PendingInit> inits;
   void clear() {
     order.clear();
+    serials.clear();
     colls.clear();
     p2ps.clear();
     inits.clear();
   }
   void touch(Comm* c) {
-    if (!colls.count(c) && !p2ps.count(c)) order.push_back(c);
+    if (colls.count(c) || p2ps.count(c)) return;
+    order.push_back(c);
+    serials[c] = c->serial();
   }
 };
 
@@ -136,15 +142,19 @@ Status runOne(Comm* c, const Run& r) {
 void runWork(CommWork* w) {
   Comm* c = w->comm;
   log::setThreadRank(c->rank());
-  c->enter();
   for (size_t i = 0; i < w->runs.size() && w->result.isOk(); ++i) w->result = runOne(c, w->runs[i]);
-  c->exit();
 }
 
 Status runInits(std::vector<PendingInit>& inits) {
   Status first;
   std::vector<std::thread> threads;
   for (auto& pi : inits) {
+    if (!acquireComm(pi.comm, pi.serial)) {
+      first = invalidUsage("a communicator created in this group was destroyed "
+                           "before the group ended; its initialization did not run");
+      pi.comm = nullptr;
+      continue;
+    }
     if (!pi.comm->config().blocking) {
       pi.comm->initAsync(pi.id);
       first = first.isOk() ? inProgress() : first;
@@ -154,21 +164,56 @@ Status runInits(std::vector<PendingInit>& inits) {
   }
   for (auto& t : threads) t.join();
   for (auto& pi : inits) {
+    if (!pi.comm) continue;
     if (pi.comm->config().blocking && !pi.comm->ready() && first.isOk())
       first = pi.comm->firstError();
+    pi.comm->exit();
   }
   return first;
 }
+
+// Names of the operations a group queued for one communicator.
+std::string queuedOps(const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
+  std::string s;
+  for (const CollTask& t : colls) s += std::string(s.empty() ? "" : ", ") + collName(t.args.kind);
+  if (!p2ps.empty()) s += std::string(s.empty() ? "" : ", ") + std::to_string(p2ps.size()) + " Send/Recv";
+  return s;
+}
+
+// Work for a communicator destroyed or aborted after its work was queued is
+// not run (its memory is gone); the group fails with ncclInvalidUsage.
+Status destroyedWhileQueued(const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
+  return invalidUsage("a communicator was destroyed or aborted while work was "
+                      "queued for it in this group (" + queuedOps(colls, p2ps) +
+                      "); that work was not run");
+}
+
+Status runAll(std::vector<CommWork>& work);
 
 Status execute(GroupState& g) {
   Status result;
   if (!g.inits.empty()) result = runInits(g.inits);
   std::vector<CommWork> work;
+  work.reserve(g.order.size());
+  Status built;
   for (Comm* c : g.order) {
+    if (!acquireComm(c, g.serials[c])) {
+      Status st = destroyedWhileQueued(g.colls[c], g.p2ps[c]);
+      if (result.isOk() || result.code() == Code::kInProgress) result = st;
+      continue;
+    }
     work.push_back(CommWork{c, {}, nullptr, Status()});
-    Status st = buildWork(&work.back(), g.colls[c], g.p2ps[c]);
-    if (!st.isOk()) return st;
+    if (built.isOk()) built = buildWork(&work.back(), g.colls[c], g.p2ps[c]);
   }
+  Status ran = built.isOk() ? runAll(work) : built;
+  for (auto& w : work) w.comm->exit();
+  if (!ran.isOk() && (result.isOk() || result.code() == Code::kInProgress)) result = ran;
+  return result;
+}
+
+Status runAll(std::vector<CommWork>& work) {
+  Status result;
+  if (work.empty()) return result;
   if (work.size() == 1) {
     runWork(&work[0]);
   } else {
@@ -207,12 +252,14 @@ Status groupSimulateEnd(float* estimatedUs) {
   const double kHopUs = 1.0, kBytesPerUs = 4000.0;
   double total = 0;
   for (auto& [comm, tasks] : tGroup.colls) {
+    if (!acquireComm(comm, tGroup.serials[comm])) continue;  // destroyed: nothing to estimate
     for (const CollTask& t : tasks) {
       Result<Schedule> s = selectSchedule(planArgs(comm, t.args), comm->algoFilter());
       if (!s.isOk()) continue;
       for (const Lane& l : s.value().lanes)
         for (const Step& st : l.steps) total += kHopUs + st.bytes / kBytesPerUs;
     }
+    comm->exit();
   }
   for (auto& [comm, tasks] : tGroup.p2ps)
     for (const P2pTask& t : tasks) total += kHopUs + t.bytes / kBytesPerUs;
@@ -252,7 +299,7 @@ Status enqueueP2p(const P2pTask& t) {
 }
 
 Status enqueueInit(Comm* c, const ncclUniqueId& id) {
-  tGroup.inits.push_back(PendingInit{c, id});
+  tGroup.inits.push_back(PendingInit{c, c->serial(), id});
   return Status::ok();
 }
 
