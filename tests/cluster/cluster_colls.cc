@@ -14,6 +14,10 @@
 //
 // FERRY_CLUSTER_LOOP_MS=T switches to fault mode: AllReduce of 4 MiB in a
 // loop, checked, for T ms (a host gets killed meanwhile; survivors must fail).
+// Each rank prints `LOOP running` after its first iteration: the launcher
+// counts the kill delay from there (--kill-trigger), not from launch, so a
+// slow start on a loaded machine cannot put the kill inside communicator
+// creation.
 #include <nccl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -63,7 +67,7 @@ int runLoop(const Ctx& cx, int loopMs) {
              ok ? ": stop-flag AllReduce returned " : "", ok ? ncclGetErrorString(r) : "");
       return 1;
     }
-    ++iters;
+    if (++iters == 1) printf("LOOP running: first AllReduce done\n");  // ferry-cluster --kill-trigger
     if (stop) break;
   }
   printf("OK loop: %d AllReduce iterations\n", iters);

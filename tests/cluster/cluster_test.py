@@ -10,7 +10,8 @@ over all hosts >= sum(B) (every byte a host receives was sent by another host th
 bridge). Each namespace's lo is per host, so it cannot carry inter-host bytes; its
 counters are printed for information.
 
---fault: FERRY_CLUSTER_LOOP_MS=20000 (AllReduce loop), host 1 is SIGKILLed after 1.5 s
+--fault: FERRY_CLUSTER_LOOP_MS=20000 (AllReduce loop), host 1 is SIGKILLed 1.5 s after every
+rank has finished its first iteration (`LOOP running`, ferry-cluster --kill-trigger)
 (--kill-mode crash: its links are cut first, and FERRY_TIMEOUT_MS=3000);
 ferry-cluster itself requires every survivor to exit non-zero within --kill-deadline; here
 each survivor must also have printed a `FAIL` line from the library error (not the
@@ -130,6 +131,7 @@ def main():
             # No FIN/RST reaches the survivors: only Ferry's no-progress deadline can end them.
             env["FERRY_TIMEOUT_MS"] = "3000"
         rc, out, doc = run_launcher(args, ["--kill-host", "1", "--kill-after", "1500",
+                                           "--kill-trigger", "LOOP running",
                                            "--kill-mode", args.kill_mode,
                                            "--kill-deadline", "10000"], env)
         if rc != 0:
