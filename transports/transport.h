@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,8 +61,13 @@ struct CommContext {
   uint64_t secret = 0;              // presented on every socket connection
   const std::vector<PeerInfo>* peers = nullptr;  // filled after the init allgather
   const std::atomic<bool>* abortFlag = nullptr;  // set by ncclCommAbort / fatal errors
-  int64_t timeoutMs = 30000;        // deadline for connection setup
+  int64_t timeoutMs = 30000;        // deadline for connection setup (init's, then FERRY_TIMEOUT_MS)
   PeerExchange* exchange = nullptr; // set by the communicator before prepare()
+  // Called over and over while connect() waits for `peer` (cheap: the
+  // communicator rate-limits the real checks): an error when the peer has
+  // died or another connection of this communicator has failed, so a wait
+  // for a peer that will never come ends at once.
+  std::function<Status(int peer)> connectCheck;
 };
 
 struct SendSlot {
@@ -108,6 +114,15 @@ class Connection {
   // This side gave up (error or abort): make the peer's waits fail promptly
   // instead of running into their timeout.
   virtual void markFailed() {}
+  // An error if the peer has reported a failure (without consuming anything).
+  virtual Status health() { return Status::ok(); }
+  // The same, telling the peer why when the transport can (shared memory
+  // does): a rank that caught a usage error (ranks running different
+  // operations) makes its peers fail with that code too, not a remote error.
+  virtual void reportFailure(Code reason) {
+    (void)reason;
+    markFailed();
+  }
 
   virtual std::string describe() const = 0;
 };

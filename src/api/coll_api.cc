@@ -79,6 +79,9 @@ Status submit(const CollCall& k, ncclComm_t comm) {
   if (k.count > 0 && needRecv) FERRY_TRY(checkPtr(k.recvbuff, "recvbuff"));
   task.args = CollArgs{k.kind, c->rank(), c->nranks(), k.root, k.count, e, false};
   task.args.inPlace = needSend && needRecv && detectInPlace(k, c->rank(), k.count * e);
+  task.dtype = static_cast<uint8_t>(t);
+  task.opCode = kOpNone;
+  if (k.reduces) task.opCode = task.reduce.premul ? uint8_t{kOpPreMulSum} : static_cast<uint8_t>(k.op);
   task.sendbuff = k.sendbuff;
   task.recvbuff = k.recvbuff;
   FERRY_INFO(log::kColl, "%s: sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "

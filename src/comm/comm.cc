@@ -28,7 +28,10 @@ Comm::Comm(int rank, int nranks, CommConfig config)
   int64_t shmFifo = config::getInt(Param::kShmSlots) * config::getInt(Param::kShmSlotBytes);
   int64_t sockFifo = config::getInt(Param::kNetSlots) * config::getInt(Param::kNetSlotBytes);
   int64_t chunk = std::min({config::getInt(Param::kChunkBytes), shmFifo / 2, sockFifo / 2});
-  chunkBytes_ = static_cast<size_t>(std::max<int64_t>(4096, chunk));
+  // Less room for the operation descriptor (op_check.h) the first piece of
+  // an operation carries, so a step still needs no more slots than before.
+  chunkBytes_ = static_cast<size_t>(std::max<int64_t>(4096, chunk - 64));
+  checkOps_ = config::getBool(Param::kCheckOps);
   algoFilter_ = config::getString(Param::kAlgo);
   directMaxBytes_ = static_cast<size_t>(std::max<int64_t>(0, config::getInt(Param::kDirectMaxBytes)));
   asyncResult_.store(ncclInProgress);
@@ -60,6 +63,9 @@ Status Comm::init(const ncclUniqueId& id) {
     fail(st);
     return st;
   }
+  // Connections made later, inside collectives, wait no longer than any
+  // other wait of a collective.
+  ctx_.timeoutMs = timeoutMs_;
   ready_.store(true);
   asyncResult_.store(ncclSuccess);
   if (rank_ == 0)
@@ -76,6 +82,7 @@ Status Comm::setupPeers() {
   ctx_.abortFlag = &abort_;
   ctx_.timeoutMs = config::getInt(config::Param::kInitTimeoutMs);
   ctx_.exchange = &exchange_;
+  ctx_.connectCheck = [this](int peer) { return connectCheck(peer); };
   transports_ = createTransports();
   peers_.assign(nranks_, PeerInfo{});
   PeerInfo& me = peers_[rank_];
@@ -92,6 +99,7 @@ Status Comm::setupPeers() {
   ctx_.commHash = hash64(seed, sizeof(seed));
   ctx_.peers = &peers_;
   conns_.resize(nranks_);
+  FERRY_TRY(openBoard());
   for (auto& t : transports_) FERRY_TRY(t->prepare(ctx_));
   // The direct reduce-scatter/all-gather beats the ring only while every
   // rank has a core: it makes each rank wait for all others twice a round.
@@ -103,6 +111,23 @@ Status Comm::setupPeers() {
   for (const PeerInfo& p : peers_) hostOf.push_back(p.hostHash);
   ringOrder_ = hostContiguousOrder(hostOf);
   ringOrder2_ = secondRingOrder(ringOrder_, hostOf);
+  return Status::ok();
+}
+
+// Every rank of a host maps the board before any removes its name, hence the
+// barrier; all ranks agree whether one is needed (some host has two ranks).
+Status Comm::openBoard() {
+  std::set<uint64_t> hosts;
+  for (const PeerInfo& p : peers_) hosts.insert(p.hostHash);
+  if (hosts.size() == peers_.size()) return Status::ok();
+  Result<std::unique_ptr<FailureBoard>> b = FailureBoard::open(ctx_.commHash);
+  if (!b.isOk())  // still correct without it, only slower to report failures
+    FERRY_WARN("rank %d: no failure board: %s", rank_, b.status().message().c_str());
+  FERRY_TRY(bootstrap_->barrier());
+  if (b.isOk()) {
+    board_ = b.take();
+    board_->unlink();
+  }
   return Status::ok();
 }
 
@@ -160,9 +185,26 @@ Status Comm::checkPeers(const std::vector<int>& peers) {
   for (int p : peers) {
     if (p == rank_ || p < 0 || p >= nranks_) continue;
     if (peers_[p].hostHash != peers_[rank_].hostHash) continue;  // remote: sockets report it
-    if (!processAlive(peers_[p].pid))
-      return remoteError("rank " + std::to_string(p) + " (pid " + std::to_string(peers_[p].pid) +
+    if (processAlive(peers_[p].pid)) continue;
+    // It may have said why before it left (e.g. it caught a usage error).
+    if (conns_[p]) FERRY_TRY(conns_[p]->health());
+    return remoteError("rank " + std::to_string(p) + " (pid " + std::to_string(peers_[p].pid) +
                          ") exited");
+  }
+  return Status::ok();
+}
+
+Status Comm::connectCheck(int peer) {
+  int64_t now = nowMs();
+  if (now - lastConnectCheckMs_ < peerCheckMs_) return Status::ok();
+  lastConnectCheckMs_ = now;
+  FERRY_TRY(boardCheck());
+  FERRY_TRY(checkPeers({peer}));
+  for (auto& c : conns_) {
+    if (!c) continue;
+    Status st = c->health();
+    if (!st.isOk())
+      return Status(st.code(), "while connecting to rank " + std::to_string(peer) + ": " + st.message());
   }
   return Status::ok();
 }
@@ -175,8 +217,9 @@ void Comm::fail(const Status& st) {
       asyncResult_.store(toNcclResult(st));
     }
   }
+  if (board_) board_->post(rank_, st);
   for (auto& c : conns_)
-    if (c) c->markFailed();
+    if (c) c->reportFailure(st.code());
 }
 
 Status Comm::usable() const {

@@ -21,6 +21,7 @@
 #include <nccl.h>
 
 #include "bootstrap/bootstrap.h"
+#include "comm/fail_board.h"
 #include "core/status.h"
 #include "exec/executor.h"
 #include "kernels/reduce.h"
@@ -62,6 +63,10 @@ class Comm final : public ConnectionSource {
   Result<Connection*> connection(int peer) override;
   // Error if a same-node peer in `peers` has exited (rate limited).
   Status checkPeers(const std::vector<int>& peers);
+  // While a lazy connect waits for `peer` (CommContext::connectCheck).
+  Status connectCheck(int peer);
+  // Ok, or the failure another rank of this host posted (fail_board.h).
+  Status boardCheck() const { return board_ ? board_->check(rank_) : Status::ok(); }
 
   // Latch the first error, tell every connected peer that we gave up.
   void fail(const Status& st);
@@ -104,12 +109,16 @@ class Comm final : public ConnectionSource {
   // The second ring (ring_order.h), or null for one ring.
   const std::vector<int>* ringOrder2() const { return ringOrder2_.empty() ? nullptr : &ringOrder2_; }
   int64_t timeoutMs() const { return timeoutMs_; }
+  // Operation checks (exec/op_check.h) on; the next collective's number.
+  bool checkOps() const { return checkOps_; }
+  uint64_t nextCollSeq() { return ++collSeq_; }
   uint64_t commHash() const { return ctx_.commHash; }
   int nextSplitSeq() { return splitSeq_++; }
   std::string describe() const;
 
  private:
   Status setupPeers();
+  Status openBoard();
   void logTopology() const;
   Status loadTopology();
 
@@ -129,6 +138,7 @@ class Comm final : public ConnectionSource {
   CommContext ctx_;
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<std::unique_ptr<Connection>> conns_;
+  std::unique_ptr<FailureBoard> board_;  // null when no other rank shares this host
   std::atomic<bool> abort_{false};
   std::atomic<bool> ready_{false};
   std::atomic<ncclResult_t> asyncResult_{ncclSuccess};
@@ -149,7 +159,10 @@ class Comm final : public ConnectionSource {
   int64_t timeoutMs_ = 30000;
   int64_t peerCheckMs_ = 100;
   int64_t lastPeerCheckMs_ = 0;
+  int64_t lastConnectCheckMs_ = 0;
   int splitSeq_ = 0;
+  bool checkOps_ = true;
+  uint64_t collSeq_ = 0;
   std::vector<std::pair<CollArgs, std::unique_ptr<Executor>>> plans_;
 };
 

@@ -50,7 +50,29 @@ struct Run {
   void* output;
   ReduceSpec reduce;
   const char* name;
+  OpInfo info;
 };
+
+// What every rank must agree on for this call (checked by the executor).
+OpInfo collInfo(Comm* c, const CollTask& t) {
+  OpInfo i;
+  i.kind = t.args.kind;
+  i.count = t.args.count;
+  bool rooted = t.args.kind == CollKind::kBroadcast || t.args.kind == CollKind::kReduce ||
+                t.args.kind == CollKind::kGather || t.args.kind == CollKind::kScatter;
+  i.root = rooted ? t.args.root : -1;
+  i.dtype = t.dtype;
+  i.op = t.opCode;
+  i.collSeq = c->nextCollSeq();
+  i.self = c->rank();
+  return i;
+}
+
+OpInfo p2pInfo(Comm* c) {
+  OpInfo i;
+  i.self = c->rank();
+  return i;
+}
 
 struct CommWork {
   Comm* comm;
@@ -85,7 +107,7 @@ Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vec
   for (const CollTask& t : colls) {
     FERRY_ASSIGN(Executor * e, collExecutor(c, t));
     w->runs.push_back(Run{e, const_cast<void*>(t.sendbuff), t.recvbuff, t.reduce,
-                          collName(t.args.kind)});
+                          collName(t.args.kind), collInfo(c, t)});
   }
   if (!p2ps.empty()) {
     std::vector<P2pOp> ops;
@@ -96,13 +118,13 @@ Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vec
     }
     w->p2p = std::make_unique<Executor>(p2pSchedule(c->rank(), ops), std::move(bufs), 1,
                                         ReduceSpec{}, c->execOptions());
-    w->runs.push_back(Run{w->p2p.get(), nullptr, nullptr, ReduceSpec{}, "Send/Recv"});
+    w->runs.push_back(Run{w->p2p.get(), nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c)});
   }
   return Status::ok();
 }
 
-Status runExecutor(Comm* c, Executor& e, const char* name) {
-  FERRY_TRY(e.start(*c));
+Status runExecutor(Comm* c, Executor& e, const char* name, const OpInfo& info) {
+  FERRY_TRY(e.start(*c, c->checkOps() ? &info : nullptr));
   Waiter w(c->abortFlag(), c->timeoutMs(), name);
   while (!e.done()) {
     bool progressed = false;
@@ -111,6 +133,7 @@ Status runExecutor(Comm* c, Executor& e, const char* name) {
       w.progressed();
       continue;
     }
+    FERRY_TRY(c->boardCheck());
     Status alive = c->checkPeers(e.activePeers());
     if (!alive.isOk()) {
       // A peer that finished and exited may have left everything we still
@@ -130,8 +153,11 @@ Status runExecutor(Comm* c, Executor& e, const char* name) {
 // Run one executor on its communicator; a failure is latched on the comm.
 Status runOne(Comm* c, const Run& r) {
   if (r.input || r.output) r.exec->rebind(r.input, r.output, r.reduce);
-  Status st = runExecutor(c, *r.exec, r.name);
+  Status st = runExecutor(c, *r.exec, r.name, r.info);
   if (st.isOk()) return st;
+  // Another rank of this host failed first: its code and message say why
+  // (a peer's flag on a connection only says that it failed).
+  if (Status first = c->boardCheck(); !first.isOk()) st = first;
   st = Status(st.code(), std::string(r.name) + " on rank " + std::to_string(c->rank()) + ": " +
                              st.message());
   FERRY_WARN("%s", st.message().c_str());
@@ -277,7 +303,7 @@ Status enqueueColl(const CollTask& t) {
     log::setThreadRank(c->rank());
     c->enter();
     Status st = runOne(c, Run{e, const_cast<void*>(t.sendbuff), t.recvbuff, t.reduce,
-                              collName(t.args.kind)});
+                              collName(t.args.kind), collInfo(c, t)});
     c->exit();
     return st;
   }
@@ -290,7 +316,9 @@ Status enqueueP2p(const P2pTask& t) {
   if (tGroup.depth == 0) {
     CommWork w{t.comm, {}, nullptr, Status()};
     FERRY_TRY(buildWork(&w, {}, {t}));
+    t.comm->enter();  // an abort from another thread waits for us
     runWork(&w);
+    t.comm->exit();
     return w.result;
   }
   tGroup.touch(t.comm);

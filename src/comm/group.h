@@ -29,6 +29,8 @@ struct CollTask {
   const void* sendbuff = nullptr;
   void* recvbuff = nullptr;
   ReduceSpec reduce;
+  uint8_t dtype = 0xff;   // kernels::DType of the call (for the operation check)
+  uint8_t opCode = 0xff;  // OpCode (exec/op_check.h) of the call
   std::shared_ptr<void> keepAlive;  // scratch the task owns (e.g. in-place AlltoAll input copy)
 };
 

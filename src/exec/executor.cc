@@ -24,9 +24,11 @@ void Executor::rebind(void* input, void* output, const ReduceSpec& reduce) {
   reduce_ = reduce;
 }
 
-Status Executor::start(ConnectionSource& source) {
+Status Executor::start(ConnectionSource& source, const OpInfo* info) {
   if (!resolved_) FERRY_TRY(resolve(source));
   for (LaneState& l : lanes_) l = LaneState{};
+  for (PeerCheck& pc : check_) pc.sendPending = pc.recvPending = false;
+  if (info) armChecks(source, *info);
   lanesDone_ = 0;
   refConns_.clear();
   for (const Step& s : schedule_.prologue) {
@@ -45,8 +47,11 @@ Status Executor::resolve(ConnectionSource& source) {
   for (const Lane& l : schedule_.lanes)
     for (const Step& s : l.steps) maxPeer = std::max({maxPeer, s.sendPeer, s.recvPeer});
   conns_.assign(maxPeer + 1, nullptr);
+  check_.assign(maxPeer + 1, PeerCheck{});
   for (const Lane& l : schedule_.lanes) {
     for (const Step& s : l.steps) {
+      if (s.sendPeer >= 0) check_[s.sendPeer].sendBytes += s.bytes;
+      if (s.recvPeer >= 0) check_[s.recvPeer].recvBytes += s.bytes;
       for (int peer : {s.sendPeer, s.recvPeer}) {
         if (peer < 0 || conns_[peer]) continue;
         FERRY_ASSIGN(conns_[peer], source.connection(peer));
@@ -54,6 +59,49 @@ Status Executor::resolve(ConnectionSource& source) {
     }
   }
   resolved_ = true;
+  return Status::ok();
+}
+
+void Executor::armChecks(ConnectionSource& source, const OpInfo& info) {
+  self_ = info.self;
+  for (size_t p = 0; p < check_.size(); ++p) {
+    PeerCheck& pc = check_[p];
+    int peer = static_cast<int>(p);
+    if (pc.sendBytes > 0) {
+      pc.out = makeDescriptor(info, source.nextPairSeq(peer, true), pc.sendBytes);
+      pc.sendPending = true;
+    }
+    if (pc.recvBytes > 0) {
+      pc.expect = makeDescriptor(info, source.nextPairSeq(peer, false), pc.recvBytes);
+      pc.recvPending = true;
+    }
+  }
+}
+
+char* Executor::payload(int peer, const SendSlot& slot, size_t* capacity) {
+  char* data = static_cast<char*>(slot.data);
+  if (!check_[peer].sendPending) {
+    *capacity = slot.capacity;
+    return data;
+  }
+  std::memcpy(data, &check_[peer].out, sizeof(OpDescriptor));
+  *capacity = slot.capacity - sizeof(OpDescriptor);
+  return data + sizeof(OpDescriptor);
+}
+
+Status Executor::commitSlot(int peer, Connection* c, size_t payloadBytes) {
+  size_t extra = check_[peer].sendPending ? sizeof(OpDescriptor) : 0;
+  check_[peer].sendPending = false;
+  return c->commitSend(payloadBytes + extra);
+}
+
+Status Executor::takeDescriptor(LaneState& st, int peer) {
+  PeerCheck& pc = check_[peer];
+  const RecvPiece& p = st.piece;
+  FERRY_TRY(checkDescriptor(p.isRef ? nullptr : p.data, p.isRef ? 0 : p.size, pc.expect, self_,
+                            peer));
+  pc.recvPending = false;
+  st.consumed = sizeof(OpDescriptor);
   return Status::ok();
 }
 
@@ -173,7 +221,7 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
     size_t rem = s.bytes - st.sendOff;
     const char* src = ptr(s.src) + st.sendOff;
     if (!scales(s) && !s.sendByValue && opt_.allowRefs && rem >= opt_.refThreshold &&
-        c->supportsRef()) {
+        c->supportsRef() && mayRef(s.sendPeer)) {
       bool accepted = false;
       FERRY_TRY(c->sendRef(src, rem, &accepted));
       if (!accepted) return Status::ok();
@@ -183,13 +231,15 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
       SendSlot slot;
       FERRY_TRY(c->trySend(&slot));
       if (!slot.data) return Status::ok();
-      size_t k = std::min(rem, floorElems(slot.capacity));
+      size_t cap = 0;
+      char* dst = payload(s.sendPeer, slot, &cap);
+      size_t k = std::min(rem, floorElems(cap));
       if (scales(s)) {
-        kernels::scale(slot.data, src, elems(k), reduce_.dtype, reduce_.scalar);
+        kernels::scale(dst, src, elems(k), reduce_.dtype, reduce_.scalar);
       } else {
-        std::memcpy(slot.data, src, k);
+        std::memcpy(dst, src, k);
       }
-      FERRY_TRY(c->commitSend(k));
+      FERRY_TRY(commitSlot(s.sendPeer, c, k));
       st.sendOff += k;
     }
     *progressed = true;
@@ -197,13 +247,16 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
   return Status::ok();
 }
 
-Result<bool> Executor::havePiece(LaneState& st, Connection* c, size_t stepRemaining) {
+Result<bool> Executor::havePiece(LaneState& st, int peer, size_t stepRemaining) {
   if (!st.piece.ready) {
+    Connection* c = conns_[peer];
     FERRY_TRY(c->tryRecv(&st.piece));
     if (!st.piece.ready) return false;
     st.consumed = 0;
-    if (st.piece.size > stepRemaining || st.piece.size % elemSize_ != 0) {
-      return internalError("protocol error: received a piece of " + std::to_string(st.piece.size) +
+    if (check_[peer].recvPending) FERRY_TRY(takeDescriptor(st, peer));
+    size_t size = st.piece.size - st.consumed;
+    if (size == 0 || size > stepRemaining || size % elemSize_ != 0) {
+      return internalError("protocol error: received a piece of " + std::to_string(size) +
                            " bytes with " + std::to_string(stepRemaining) +
                            " bytes left in the step (" + c->describe() + ")");
     }
@@ -228,7 +281,7 @@ Result<const char*> Executor::pieceData(LaneState& st, Connection* c, size_t k, 
 Status Executor::doRecv(LaneState& st, const Step& s, bool* progressed) {
   Connection* c = conns_[s.recvPeer];
   while (st.recvOff < s.bytes) {
-    FERRY_ASSIGN(bool have, havePiece(st, c, s.bytes - st.recvOff));
+    FERRY_ASSIGN(bool have, havePiece(st, s.recvPeer, s.bytes - st.recvOff));
     if (!have) return Status::ok();
     size_t k = st.piece.size - st.consumed;
     char* dst = ptr(s.dst) + st.recvOff;
@@ -259,7 +312,7 @@ Status Executor::doReduceStep(LaneState& st, const Step& s, bool* progressed) {
   Connection* sc = s.sendPeer >= 0 ? conns_[s.sendPeer] : nullptr;
   bool copies = s.kind != StepKind::kRecvReduceSend;
   while (st.sendOff < s.bytes) {
-    FERRY_ASSIGN(bool have, havePiece(st, rc, s.bytes - st.sendOff));
+    FERRY_ASSIGN(bool have, havePiece(st, s.recvPeer, s.bytes - st.sendOff));
     if (!have) return Status::ok();
     SendSlot slot;
     if (sc) {
@@ -271,13 +324,19 @@ Status Executor::doReduceStep(LaneState& st, const Step& s, bool* progressed) {
       if (temp_.empty()) temp_.resize(opt_.tempBytes);
       k = std::min(k, floorElems(temp_.size()));
     }
-    bool byRef = sc && copies && opt_.allowRefs && k >= opt_.refThreshold && sc->supportsRef();
-    if (sc && !byRef) k = std::min(k, floorElems(slot.capacity));
+    bool byRef = sc && copies && opt_.allowRefs && k >= opt_.refThreshold && sc->supportsRef() &&
+                 mayRef(s.sendPeer);
+    char* sdata = nullptr;
+    if (sc && !byRef) {
+      size_t cap = 0;
+      sdata = payload(s.sendPeer, slot, &cap);
+      k = std::min(k, floorElems(cap));
+    }
     FERRY_ASSIGN(const char* in, pieceData(st, rc, k, temp_.data()));
     const char* local = ptr(s.src) + st.sendOff;
-    char* out = copies ? ptr(s.dst) + st.sendOff : static_cast<char*>(slot.data);
+    char* out = copies ? ptr(s.dst) + st.sendOff : sdata;
     bool fused = sc && copies && !byRef && !divides(s);  // write dst and the slot in one pass
-    reduceInto(out, fused ? slot.data : nullptr, in, local, k, scales(s));
+    reduceInto(out, fused ? sdata : nullptr, in, local, k, scales(s));
     if (divides(s)) kernels::divide(out, out, elems(k), reduce_.dtype, reduce_.divisor);
     FERRY_TRY(consume(st, rc, k));
     if (byRef) {
@@ -286,8 +345,8 @@ Status Executor::doReduceStep(LaneState& st, const Step& s, bool* progressed) {
       if (!accepted) return internalError("send slot vanished while forwarding");
       refConns_.insert(sc);
     } else if (sc) {
-      if (copies && !fused) std::memcpy(slot.data, out, k);
-      FERRY_TRY(sc->commitSend(k));
+      if (copies && !fused) std::memcpy(sdata, out, k);
+      FERRY_TRY(commitSlot(s.sendPeer, sc, k));
     }
     st.sendOff += k;
     *progressed = true;
@@ -300,15 +359,20 @@ Status Executor::doCopySend(LaneState& st, const Step& s, bool* progressed) {
   Connection* rc = conns_[s.recvPeer];
   Connection* sc = conns_[s.sendPeer];
   while (st.sendOff < s.bytes) {
-    FERRY_ASSIGN(bool have, havePiece(st, rc, s.bytes - st.sendOff));
+    FERRY_ASSIGN(bool have, havePiece(st, s.recvPeer, s.bytes - st.sendOff));
     if (!have) return Status::ok();
     SendSlot slot;
     FERRY_TRY(sc->trySend(&slot));
     if (!slot.data) return Status::ok();
     size_t k = st.piece.size - st.consumed;
     if (st.piece.isRef) k = std::min(k, floorElems(opt_.refChunk));
-    bool byRef = opt_.allowRefs && k >= opt_.refThreshold && sc->supportsRef();
-    if (!byRef) k = std::min(k, floorElems(slot.capacity));
+    bool byRef = opt_.allowRefs && k >= opt_.refThreshold && sc->supportsRef() && mayRef(s.sendPeer);
+    char* sdata = nullptr;
+    if (!byRef) {
+      size_t cap = 0;
+      sdata = payload(s.sendPeer, slot, &cap);
+      k = std::min(k, floorElems(cap));
+    }
     char* dst = ptr(s.dst) + st.sendOff;
     FERRY_ASSIGN(const char* in, pieceData(st, rc, k, dst));
     if (in != dst) std::memcpy(dst, in, k);
@@ -318,8 +382,8 @@ Status Executor::doCopySend(LaneState& st, const Step& s, bool* progressed) {
       if (!accepted) return internalError("send slot vanished while forwarding");
       refConns_.insert(sc);
     } else {
-      std::memcpy(slot.data, dst, k);
-      FERRY_TRY(sc->commitSend(k));
+      std::memcpy(sdata, dst, k);
+      FERRY_TRY(commitSlot(s.sendPeer, sc, k));
     }
     FERRY_TRY(consume(st, rc, k));
     st.sendOff += k;

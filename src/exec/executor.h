@@ -20,6 +20,7 @@
 
 #include "algorithms/schedule.h"
 #include "core/status.h"
+#include "exec/op_check.h"
 #include "kernels/reduce.h"
 #include "transports/transport.h"
 
@@ -32,6 +33,18 @@ class ConnectionSource {
   // Returns the connection to `peer`, connecting first if needed (blocking,
   // bounded by the communicator's deadline).
   virtual Result<Connection*> connection(int peer) = 0;
+
+  // Operations so far that sent to / received from `peer` (op_check.h):
+  // returns the next number, 1-based. Both ends of a pair count alike as
+  // long as they run the same operations.
+  uint32_t nextPairSeq(int peer, bool send) {
+    std::vector<uint32_t>& v = send ? sendSeq_ : recvSeq_;
+    if (static_cast<size_t>(peer) >= v.size()) v.resize(peer + 1, 0);
+    return ++v[peer];
+  }
+
+ private:
+  std::vector<uint32_t> sendSeq_, recvSeq_;
 };
 
 struct ReduceSpec {
@@ -57,7 +70,9 @@ class Executor {
   // Begin a run: resolve (the first time, establishing them if needed) the
   // connections the schedule uses, reset all progress, run the prologue.
   // An executor can run again and again (the communicator caches them).
-  Status start(ConnectionSource& source);
+  // With `info`, the run checks that every peer runs the same operation
+  // (op_check.h); null runs unchecked.
+  Status start(ConnectionSource& source, const OpInfo* info = nullptr);
   // Point a cached collective executor at this call's buffers and operator.
   void rebind(void* input, void* output, const ReduceSpec& reduce);
   // Make all progress possible now. *progressed tells whether anything moved.
@@ -68,6 +83,14 @@ class Executor {
   const Schedule& schedule() const { return schedule_; }
 
  private:
+  // Descriptor state of one peer for the current run.
+  struct PeerCheck {
+    uint64_t sendBytes = 0, recvBytes = 0;  // what the schedule moves (fixed)
+    bool sendPending = false;               // our descriptor still has to go out
+    bool recvPending = false;               // the peer's descriptor has not arrived yet
+    OpDescriptor out, expect;
+  };
+
   struct LaneState {
     size_t step = 0;
     size_t sendOff = 0;  // bytes of the current step sent / processed
@@ -77,6 +100,14 @@ class Executor {
   };
 
   Status resolve(ConnectionSource& source);
+  void armChecks(ConnectionSource& source, const OpInfo& info);
+  // Send side: where payload goes in `slot` (after our descriptor when it
+  // is still due) and how much fits; commitSlot sends payload + descriptor.
+  char* payload(int peer, const SendSlot& slot, size_t* capacity);
+  Status commitSlot(int peer, Connection* c, size_t payloadBytes);
+  bool mayRef(int peer) const { return !check_[peer].sendPending; }
+  // Receive side: verify and skip the peer's descriptor in a new piece.
+  Status takeDescriptor(LaneState& st, int peer);
   Status advanceLane(size_t lane, bool* progressed);
   Status runStep(LaneState& st, const Step& s, bool* progressed, bool* stepDone);
   Status doCopy(const Step& s);
@@ -87,7 +118,7 @@ class Executor {
   Status doCopySend(LaneState& st, const Step& s, bool* progressed);
 
   // Make st.piece hold an arrived piece; false if none yet.
-  Result<bool> havePiece(LaneState& st, Connection* c, size_t stepRemaining);
+  Result<bool> havePiece(LaneState& st, int peer, size_t stepRemaining);
   Status consume(LaneState& st, Connection* c, size_t bytes);
   // Incoming bytes [consumed, consumed+k) of the current piece, as a pointer
   // (reading a referenced piece into `scratch` when needed).
@@ -106,9 +137,11 @@ class Executor {
   ExecOptions opt_;
   std::vector<LaneState> lanes_;
   std::vector<Connection*> conns_;   // indexed by peer rank (nullptr: unused)
+  std::vector<PeerCheck> check_;     // indexed by peer rank
   std::set<Connection*> refConns_;   // connections we sent references on
   std::vector<char> temp_;
   std::vector<char> scratch_;        // Schedule::scratchBytes
+  int self_ = -1;                    // this rank (for messages)
   size_t lanesDone_ = 0;
   bool done_ = false;
   bool resolved_ = false;

@@ -1,8 +1,8 @@
 // Layout of one shared-memory segment between two ranks of a node.
 //
-// Side 0 is the lower rank (it creates the segment), side 1 the higher rank
-// (it attaches and then unlinks the name, so nothing is left in /dev/shm once
-// both are in). Fifo d carries pieces from side d to side 1-d: the producer
+// Side 0 is the lower rank, side 1 the higher rank. Whichever connects first
+// creates the segment; the other attaches and then unlinks the name, so
+// nothing is left in /dev/shm once both are in. Fifo d carries pieces from side d to side 1-d: the producer
 // owns `tail`, the consumer owns `head`, each on its own cache line. A slot
 // holds either inline bytes or a reference {address, size} into the
 // producer's memory, read with process_vm_readv.

@@ -18,7 +18,8 @@ namespace ferry::shm {
 
 class ShmConnection : public Connection {
  public:
-  ShmConnection(void* base, size_t bytes, int side, int peerRank, bool allowRefs, std::string name);
+  ShmConnection(void* base, size_t bytes, int side, int peerRank, bool allowRefs, bool created,
+                std::string name);
   ~ShmConnection() override;
 
   Status trySend(SendSlot* out) override;
@@ -30,6 +31,8 @@ class ShmConnection : public Connection {
   Status releaseRecv() override;
   bool sendsDrained() override;
   void markFailed() override;
+  void reportFailure(Code reason) override;
+  Status health() override { return peerFailed(); }
   std::string describe() const override;
 
  private:
@@ -42,6 +45,7 @@ class ShmConnection : public Connection {
   int side_;
   int peer_;
   bool allowRefs_;
+  bool created_;  // this side created the segment (and unlinks it if the peer never came)
   std::string name_;
   uint32_t slots_, slotBytes_;
   FifoControl* out_;  // we produce

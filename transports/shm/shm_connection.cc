@@ -10,9 +10,9 @@
 namespace ferry::shm {
 
 ShmConnection::ShmConnection(void* base, size_t bytes, int side, int peerRank, bool allowRefs,
-                             std::string name)
+                             bool created, std::string name)
     : hdr_(static_cast<SegmentHeader*>(base)), bytes_(bytes), side_(side), peer_(peerRank),
-      allowRefs_(allowRefs), name_(std::move(name)), slots_(hdr_->slots),
+      allowRefs_(allowRefs), created_(created), name_(std::move(name)), slots_(hdr_->slots),
       slotBytes_(hdr_->slotBytes) {
   out_ = fifoControl(base, side_, slots_, slotBytes_);
   in_ = fifoControl(base, 1 - side_, slots_, slotBytes_);
@@ -20,14 +20,19 @@ ShmConnection::ShmConnection(void* base, size_t bytes, int side, int peerRank, b
 
 ShmConnection::~ShmConnection() {
   // The attacher unlinks as soon as it maps; this covers a peer that never came.
-  if (side_ == 0 && hdr_->attached.load(std::memory_order_acquire) == 0) shm_unlink(name_.c_str());
+  if (created_ && hdr_->attached.load(std::memory_order_acquire) == 0) shm_unlink(name_.c_str());
   munmap(hdr_, bytes_);
 }
 
+// failed[side] is 0 while that side is fine, else 1 + the Code it failed with.
 Status ShmConnection::peerFailed() const {
-  if (hdr_->failed[1 - side_].load(std::memory_order_acquire))
-    return remoteError("rank " + std::to_string(peer_) + " reported an error (shm " + name_ + ")");
-  return Status::ok();
+  uint32_t f = hdr_->failed[1 - side_].load(std::memory_order_acquire);
+  if (f == 0) return Status::ok();
+  auto code = static_cast<Code>(f - 1);
+  if (code == Code::kInvalidUsage)
+    return invalidUsage("rank " + std::to_string(peer_) + " failed with a usage error (see its "
+                        "WARN; e.g. ranks running different operations)");
+  return remoteError("rank " + std::to_string(peer_) + " reported an error (shm " + name_ + ")");
 }
 
 bool ShmConnection::sendSlotFree() {
@@ -136,8 +141,11 @@ bool ShmConnection::sendsDrained() {
   return out_->head.load(std::memory_order_acquire) == sendTail_;
 }
 
-void ShmConnection::markFailed() {
-  hdr_->failed[side_].store(1, std::memory_order_release);
+void ShmConnection::markFailed() { reportFailure(Code::kRemote); }
+
+void ShmConnection::reportFailure(Code reason) {
+  uint32_t want = static_cast<uint32_t>(reason) + 1, none = 0;
+  hdr_->failed[side_].compare_exchange_strong(none, want, std::memory_order_acq_rel);
 }
 
 std::string ShmConnection::describe() const {

@@ -33,9 +33,11 @@ Result<void*> mapFd(int fd, size_t bytes, const std::string& name) {
   return p;
 }
 
-Result<void*> createSegment(const std::string& name, uint32_t slots, uint32_t slotBytes) {
+// Creates and initialises the segment; nullptr when the peer already has.
+Result<void*> createSegment(const std::string& name, int side, uint32_t slots, uint32_t slotBytes) {
   size_t bytes = segmentBytes(slots, slotBytes);
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0 && errno == EEXIST) return static_cast<void*>(nullptr);
   if (fd < 0) return systemError("shm: cannot create " + name + ": " + strerror(errno));
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     int e = errno;
@@ -49,15 +51,16 @@ Result<void*> createSegment(const std::string& name, uint32_t slots, uint32_t sl
   h->magic = kSegmentMagic;
   h->slots = slots;
   h->slotBytes = slotBytes;
-  h->pid[0] = getpid();
-  h->probeAddr[0] = reinterpret_cast<uint64_t>(&kProbeWord);
+  h->pid[side] = getpid();
+  h->probeAddr[side] = reinterpret_cast<uint64_t>(&kProbeWord);
   h->probeValue = kProbeWord;
   for (int d = 0; d < 2; ++d) new (fifoControl(base, d, slots, slotBytes)) FifoControl();
   h->ready.store(1, std::memory_order_release);
   return base;
 }
 
-// Wait for the lower rank to create the segment, then map it.
+// Map the segment the peer created (waiting, briefly, for it to finish
+// initialising it).
 Result<std::pair<void*, size_t>> attachSegment(const CommContext& ctx, const std::string& name,
                                                int peer) {
   Waiter w(ctx.abortFlag, ctx.timeoutMs, "waiting for a shared-memory segment");
@@ -86,7 +89,8 @@ Result<std::pair<void*, size_t>> attachSegment(const CommContext& ctx, const std
     } else if (errno != ENOENT) {
       return systemError("shm: cannot open " + name + ": " + strerror(errno));
     }
-    Status s = w.idle();
+    Status s = ctx.connectCheck ? ctx.connectCheck(peer) : Status::ok();
+    if (s.isOk()) s = w.idle();
     if (!s.isOk())
       return Status(s.code(), s.message() + " " + name + " from rank " + std::to_string(peer));
   }
@@ -101,33 +105,36 @@ bool ShmTransport::canConnect(const CommContext&, const PeerInfo& self, const Pe
   return self.hostHash == peer.hostHash && self.rank != peer.rank;
 }
 
+// Whichever side of the pair comes first creates the segment and goes on at
+// once; the other maps it. So connect() never waits for a peer that may
+// never connect (it died, or it runs a different operation that does not
+// need this pair): the sender's first piece waits in the FIFO, and every
+// later wait checks the peer's liveness and failure flag.
 Result<std::unique_ptr<Connection>> ShmTransport::connect(const CommContext& ctx, int peer) {
   int lo = std::min(ctx.rank, peer), hi = std::max(ctx.rank, peer);
   std::string name = segmentName(ctx.commHash, lo, hi);
   bool allowRefs = !config::getBool(config::Param::kP2pDisable);
-  void* base = nullptr;
-  size_t bytes = 0;
   int side = ctx.rank == lo ? 0 : 1;
-  if (side == 0) {
-    uint32_t slots = static_cast<uint32_t>(std::max<int64_t>(2, config::getInt(config::Param::kShmSlots)));
-    int64_t sb = std::max<int64_t>(4096, config::getInt(config::Param::kShmSlotBytes));
-    uint32_t slotBytes = static_cast<uint32_t>((sb + 63) / 64 * 64);
-    FERRY_ASSIGN(base, createSegment(name, slots, slotBytes));
-    bytes = segmentBytes(slots, slotBytes);
-  } else {
+  uint32_t slots = static_cast<uint32_t>(std::max<int64_t>(2, config::getInt(config::Param::kShmSlots)));
+  int64_t sb = std::max<int64_t>(4096, config::getInt(config::Param::kShmSlotBytes));
+  uint32_t slotBytes = static_cast<uint32_t>((sb + 63) / 64 * 64);
+  FERRY_ASSIGN(void* base, createSegment(name, side, slots, slotBytes));
+  size_t bytes = segmentBytes(slots, slotBytes);
+  bool created = base != nullptr;
+  if (!created) {
     FERRY_ASSIGN(auto mapped, attachSegment(ctx, name, peer));
     base = mapped.first;
     bytes = mapped.second;
     auto* h = static_cast<SegmentHeader*>(base);
-    h->pid[1] = getpid();
-    h->probeAddr[1] = reinterpret_cast<uint64_t>(&kProbeWord);
+    h->pid[side] = getpid();
+    h->probeAddr[side] = reinterpret_cast<uint64_t>(&kProbeWord);
     h->attached.store(1, std::memory_order_release);
     shm_unlink(name.c_str());  // both sides mapped it: nothing to leak from now on
   }
   FERRY_INFO(log::kShm | log::kInit, "Connected rank %d <-> rank %d via SHM %s", ctx.rank, peer,
              name.c_str());
   return std::unique_ptr<Connection>(
-      new ShmConnection(base, bytes, side, peer, allowRefs, name));
+      new ShmConnection(base, bytes, side, peer, allowRefs, created, name));
 }
 
 }  // namespace ferry::shm
