@@ -12,6 +12,9 @@
 //  (d) a peer that stays alive but never joins: the waiting AllReduce fails
 //      with ncclRemoteError/ncclSystemError after FERRY_TIMEOUT_MS (3 s here),
 //      not earlier (the peer is alive) and not much later.
+//  (e) a rank killed right after init, before any connection to it exists:
+//      the survivors' first collective needs a lazily made connection to it
+//      and fails within seconds (liveness), not at FERRY_TIMEOUT_MS (60 s).
 // The harness watchdog turns any hang into a failure naming the hung ranks.
 #include <gtest/gtest.h>
 
@@ -208,6 +211,41 @@ TEST(MpFault, SilentPeerTimesOut) {
       o);
   ASSERT_RANKS_OK(res);
   std::printf("silent peer: AllReduce failed after %lld ms\n", (long long)res.ranks[0].values[0]);
+}
+
+TEST(MpFault, RankKilledBeforeLazyConnect) {
+  RunOptions o;
+  o.timeoutSec = 60;
+  o.env["FERRY_TIMEOUT_MS"] = "60000";  // only liveness may end the wait in time
+  o.killRank = 1;
+  o.killOnReady = true;
+  RunResult res = runRanks(
+      4,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL(initComm(&comm, n, id, rank));
+        if (rank == 1) {
+          harnessSignalReady();
+          pause();  // killed here
+          return 0;
+        }
+        usleep(200 * 1000);  // let the kill land first
+        const size_t count = size_t(1) << 18;
+        HostBuf in(ncclFloat32, count), out(ncclFloat32, count);
+        in.fill(1.0);
+        int64_t t0 = monoNs();
+        ncclResult_t r = ncclAllReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr);
+        int64_t ms = (monoNs() - t0) / kMsNs;
+        harnessSetValue(0, ms);
+        MP_CHECK(r != ncclSuccess, "AllReduce with a dead rank succeeded");
+        MP_CHECK(ms <= 5000, "rank %d: the dead rank was noticed only after %lld ms", rank, (long long)ms);
+        ncclCommAbort(comm);
+        return 0;
+      },
+      o);
+  ASSERT_RANKS_OK(res);
+  for (int r : {0, 2, 3})
+    std::printf("rank %d: error %lld ms into the AllReduce\n", r, (long long)res.ranks[r].values[0]);
 }
 
 }  // namespace
