@@ -163,14 +163,22 @@ int mismatchBody(int rank, int n, const ncclUniqueId& id, const std::vector<Call
   return 0;
 }
 
-RunResult runMismatch(std::vector<Call> calls, std::vector<int> mayPass = {}) {
+// separateHosts: every rank on its own simulated node (NCCL_HOSTID), so the
+// descriptors travel through the network transport (built-in Socket).
+RunResult runMismatch(std::vector<Call> calls, std::vector<int> mayPass = {},
+                      bool separateHosts = false) {
   int n = static_cast<int>(calls.size());
+  RunOptions o = opts(60);
+  if (separateHosts) {
+    o.rankEnv.resize(n);
+    for (int r = 0; r < n; ++r) o.rankEnv[r]["NCCL_HOSTID"] = "misuse-node-" + std::to_string(r);
+  }
   return runRanks(
       n,
       [&](int rank, int nr, const ncclUniqueId& id) {
         return mismatchBody(rank, nr, id, calls, mayPass);
       },
-      opts(60));
+      o);
 }
 
 // Every rank's error names the mismatch: both `a` and `b` in its message.
@@ -188,6 +196,14 @@ TEST(MpMisuse, AllReduceCountsDiffer) {
   a.count = 1000;
   b.count = 1024;
   expectNamed(runMismatch({a, b}), "AllReduce count 1000 int32 sum", "AllReduce count 1024 int32 sum");
+}
+
+TEST(MpMisuse, AllReduceCountsDifferAcrossHosts) {
+  Call a, b;
+  a.count = 1000;
+  b.count = 1024;
+  expectNamed(runMismatch({a, b}, {}, true), "AllReduce count 1000 int32 sum",
+              "AllReduce count 1024 int32 sum");
 }
 
 TEST(MpMisuse, LargeAllReduceCountsDifferOnFourRanks) {
