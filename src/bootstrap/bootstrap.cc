@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "bootstrap/inbox.h"
 #include "bootstrap/root.h"
 #include "bootstrap/unique_id.h"
 #include "bootstrap/wire.h"
@@ -44,6 +45,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const ncclUniqueId& id, int
 
   FERRY_ASSIGN(NetIf nif, findInterfaceFor(idc.root));
   FERRY_ASSIGN(b->listener_, listenSocket(nif.addr));
+  b->inbox_ = std::make_unique<Inbox>(rank, nranks, idc.secret, b->listener_);
   FERRY_INFO(log::kBootstrap, "Bootstrap: Using %s:%s", nif.name.c_str(),
              nif.addr.toString().c_str());
   FERRY_TRY(b->checkIn(idc.root, u));
@@ -103,8 +105,7 @@ Status Bootstrap::connectRing(const Until& u) {
   std::memcpy(msg + sizeof(h), &hello, sizeof(hello));
   FERRY_TRY(sendAll(ringOut_, msg, sizeof(msg), u));
   std::lock_guard<std::mutex> lk(p2pMu_);
-  while (!ringIn_.valid()) FERRY_TRY(acceptOne(u));
-  return Status::ok();
+  return inbox_->acceptRing(&ringIn_, u);
 }
 
 Status Bootstrap::allGather(void* allData, size_t bytesPerRank) {

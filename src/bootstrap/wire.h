@@ -6,7 +6,10 @@
 //   RootReply{status 0, nranks * 28 bytes} + the table of listen addresses,
 //   or RootReply{status != 0, n} + n bytes of error text.
 // Ring (rank -> rank+1): ConnHeader{kRing} RingHello.
-// Point-to-point (any -> any): ConnHeader{kP2p} P2pHeader + size bytes.
+// Point-to-point (any -> any): ConnHeader{kP2p} P2pHeader + size bytes,
+//   size <= kMaxP2pBytes.
+// Every size read from the wire is checked against these bounds (and the
+// size the receiver expects) before anything is allocated for it.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +52,13 @@ struct __attribute__((packed)) P2pHeader {
 
 // Largest error text the root sends back.
 constexpr uint32_t kMaxReplyText = 1024;
-// Largest point-to-point message accepted (sanity bound against garbage).
-constexpr uint64_t kMaxP2pBytes = uint64_t(1) << 32;
+// Largest point-to-point message (bootstrap messages are control data);
+// Bootstrap::send/recv refuse larger sizes, a receiver refuses a larger announce.
+constexpr uint64_t kMaxP2pBytes = uint64_t(64) << 20;
+// An announced message that nobody waits for yet is read ahead into memory up
+// to this size (and kMaxQueuedBytes per rank in all); a larger one stays
+// unread in its socket until recv() asks for it.
+constexpr uint64_t kMaxEagerBytes = uint64_t(1) << 20;
+constexpr uint64_t kMaxQueuedBytes = uint64_t(16) << 20;
 
 }  // namespace ferry::bootstrap
