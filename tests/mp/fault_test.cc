@@ -12,6 +12,10 @@
 //  (d) a peer that stays alive but never joins: the waiting AllReduce fails
 //      with ncclRemoteError/ncclSystemError after FERRY_TIMEOUT_MS (3 s here),
 //      not earlier (the peer is alive) and not much later.
+//  (e) ranks that disagree on nranks, or two ranks with one rank number:
+//      ncclCommInitRank fails on every rank within seconds (the root tells
+//      each why) with ncclInvalidUsage and a WARN naming the problem, with
+//      FERRY_INIT_TIMEOUT_MS at its 120 s default.
 // The harness watchdog turns any hang into a failure naming the hung ranks.
 #include <gtest/gtest.h>
 
@@ -209,6 +213,35 @@ TEST(MpFault, SilentPeerTimesOut) {
   ASSERT_RANKS_OK(res);
   std::printf("silent peer: AllReduce failed after %lld ms\n", (long long)res.ranks[0].values[0]);
 }
+
+// (e): rank r claims nranks[r] and rank number ranks[r].
+void runBadInitTest(std::vector<int> ranks, std::vector<int> nranks, const char* needle) {
+  RunOptions o;
+  o.timeoutSec = 60;
+  RunResult res = runRanks(
+      static_cast<int>(ranks.size()),
+      [&](int rank, int, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        int64_t t0 = monoNs();
+        ncclResult_t r = ncclCommInitRank(&comm, nranks[rank], id, ranks[rank]);
+        int64_t ms = (monoNs() - t0) / kMsNs;
+        harnessSetValue(0, ms);
+        std::string last = ncclGetLastError(nullptr);
+        MP_CHECK(r == ncclInvalidUsage, "ncclCommInitRank returned %s after %lld ms (%s)",
+                 resultName(r).c_str(), (long long)ms, last.c_str());
+        MP_CHECK(last.find(needle) != std::string::npos, "last WARN does not say '%s': %s", needle,
+                 last.c_str());
+        MP_CHECK(ms < 5000, "failed only after %lld ms", (long long)ms);
+        return 0;
+      },
+      o);
+  ASSERT_RANKS_OK(res);
+  for (auto& r : res.ranks) std::printf("rank %d: init failed after %lld ms\n", r.rank, (long long)r.values[0]);
+}
+
+TEST(MpFault, NranksMismatchFailsEveryRankFast) { runBadInitTest({0, 1, 2, 3}, {4, 4, 4, 5}, "mismatch"); }
+
+TEST(MpFault, DuplicateRankFailsEveryRankFast) { runBadInitTest({0, 1, 1}, {3, 3, 3}, "duplicate"); }
 
 }  // namespace
 }  // namespace ferry::mp
