@@ -1,10 +1,12 @@
 // The bootstrap listeners' accept path (see acceptor.h).
 #include "bootstrap/acceptor.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "bootstrap/wire.h"
@@ -15,6 +17,14 @@ namespace {
 // Pause between accept attempts once the process is out of descriptors (the
 // connection stays in the backlog, so poll() would report it at once again).
 constexpr int64_t kAcceptPauseMs = 20;
+// A longer pause between two steps is not counted against the connections.
+constexpr int64_t kStepGapMs = 100;
+
+size_t fdBudget() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
+  return std::max<size_t>(rl.rlim_cur / 4, 64);
+}
 }  // namespace
 
 struct Acceptor::Conn {
@@ -32,12 +42,19 @@ struct Acceptor::Conn {
 };
 
 Acceptor::Acceptor(std::string where, uint64_t secret, AcceptorLimits limits)
-    : where_(std::move(where)), secret_(secret), limits_(limits), log_(where_) {}
+    : where_(std::move(where)), secret_(secret), limits_(limits), log_(where_) {
+  limits_.maxHeader = std::min(limits_.maxHeader, fdBudget());
+  limits_.perSource = std::min(limits_.perSource, limits_.maxHeader);
+}
 
 Acceptor::~Acceptor() = default;
 
 Status Acceptor::step(const Socket& listener, Protocol& proto, int waitMs,
                       std::vector<pollfd>* extra, std::vector<Incoming>* done) {
+  int64_t gap = lastStepMs_ ? nowMs() - lastStepMs_ : 0;
+  if (gap > kStepGapMs) {
+    for (auto& c : conns_) c->deadlineMs += gap;
+  }
   if (revisit_) {
     revisit_ = false;
     for (auto& c : conns_) {
@@ -75,12 +92,13 @@ Status Acceptor::step(const Socket& listener, Protocol& proto, int waitMs,
       drop(*c, "sent no complete header within " + std::to_string(limits_.headerMs) + " ms");
     } else {
       drop(*c,
-           "sent " + std::to_string(c->got) + " of " + std::to_string(c->body.size()) +
-               " body bytes within " + std::to_string(limits_.bodyMs) + " ms",
+           "sent nothing for " + std::to_string(limits_.bodyMs) + " ms after " +
+               std::to_string(c->got) + " of " + std::to_string(c->body.size()) + " body bytes",
            &proto);
     }
   }
   std::erase_if(conns_, [](const std::unique_ptr<Conn>& c) { return c->done; });
+  lastStepMs_ = nowMs();
   return Status::ok();
 }
 
@@ -110,24 +128,28 @@ void Acceptor::acceptAll(const Socket& listener, Protocol& proto, std::vector<In
 }
 
 void Acceptor::makeRoom(const std::string& source) {
+  // Victim: the oldest connection that has sent nothing at all (else the
+  // oldest), from this source if it is over its bound, else from anywhere.
   size_t fromSource = 0, waiting = 0;
-  Conn* oldestFromSource = nullptr;
-  Conn* oldest = nullptr;
+  Conn *mine = nullptr, *mineSilent = nullptr, *any = nullptr, *anySilent = nullptr;
   for (auto& c : conns_) {
     if (c->done || c->state != Conn::kHeader) continue;
     waiting++;
-    if (!oldest) oldest = c.get();
-    if (c->source == source) {
-      fromSource++;
-      if (!oldestFromSource) oldestFromSource = c.get();
-    }
+    bool silent = c->got == 0;
+    if (!any) any = c.get();
+    if (silent && !anySilent) anySilent = c.get();
+    if (c->source != source) continue;
+    fromSource++;
+    if (!mine) mine = c.get();
+    if (silent && !mineSilent) mineSilent = c.get();
   }
   if (fromSource >= limits_.perSource) {
-    drop(*oldestFromSource, "more than " + std::to_string(limits_.perSource) +
-                                " connections from " + source + " waiting for their header");
+    drop(mineSilent ? *mineSilent : *mine,
+         "more than " + std::to_string(limits_.perSource) + " connections from " + source +
+             " waiting for their header");
   } else if (waiting >= limits_.maxHeader) {
-    drop(*oldest, "more than " + std::to_string(limits_.maxHeader) +
-                      " connections waiting for their header");
+    drop(anySilent ? *anySilent : *any,
+         "more than " + std::to_string(limits_.maxHeader) + " connections waiting for their header");
   }
 }
 
@@ -139,6 +161,7 @@ void Acceptor::progress(Conn& c, Protocol& proto, std::vector<Incoming>* done) {
       if (!n.isOk()) return drop(c, "closed in the middle of its message", &proto);
       if (n.value() == 0) return;
       c.got += n.value();
+      c.deadlineMs = nowMs() + limits_.bodyMs;
       continue;
     }
     // kHeader: the ConnHeader, then the type's fixed head; never read past it.

@@ -6,13 +6,15 @@
 //   1. the ConnHeader (secret, type) and the type's fixed head, within
 //      headerMs of the accept; a wrong secret or type is refused on the spot;
 //   2. the body, whose size the owner's Protocol decides from the head
-//      (bounded before anything is allocated), within bodyMs;
+//      (bounded before anything is allocated), pausing at most bodyMs;
 // then the connection is handed to the owner (Incoming). Bounds: at most
 // perSource connections from one address and maxHeader in all may be waiting
 // for their header (the oldest is dropped to make room), at most
 // maxAuthenticated may be past it. Refusals are logged through RefusalLog
 // (rate-limited).
 //
+// Deadlines run only while the owner drives step(): time between two steps
+// (a rank busy elsewhere) does not count against a connection.
 // Not thread-safe: one thread drives step() (the owner's lock).
 #pragma once
 
@@ -62,9 +64,9 @@ struct Incoming {
 
 struct AcceptorLimits {
   int64_t headerMs = 2000;        // accept -> ConnHeader + head complete
-  int64_t bodyMs = 10000;         // head -> body complete
-  size_t perSource = 64;          // waiting for their header, per source address
-  size_t maxHeader = 1024;        // waiting for their header, in all
+  int64_t bodyMs = 10000;         // longest pause while a body arrives
+  size_t perSource = 128;         // waiting for their header, per source address
+  size_t maxHeader = 1024;        // waiting for their header, in all (at most 1/4 of RLIMIT_NOFILE)
   size_t maxAuthenticated = 256;  // past the header: reading a body or parked
 };
 
@@ -108,6 +110,7 @@ class Acceptor {
   std::vector<std::unique_ptr<Conn>> conns_;  // oldest first
   bool revisit_ = false;
   int64_t acceptPauseUntilMs_ = 0;  // after EMFILE and the like
+  int64_t lastStepMs_ = 0;          // end of the previous step()
 };
 
 }  // namespace ferry::bootstrap
