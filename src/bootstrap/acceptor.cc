@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <new>
 
 #include "bootstrap/wire.h"
 #include "core/wait.h"
@@ -98,6 +99,7 @@ Status Acceptor::step(const Socket& listener, Protocol& proto, int waitMs,
     }
   }
   std::erase_if(conns_, [](const std::unique_ptr<Conn>& c) { return c->done; });
+  log_.tick();
   lastStepMs_ = nowMs();
   return Status::ok();
 }
@@ -207,7 +209,12 @@ void Acceptor::decide(Conn& c, Protocol& proto, std::vector<Incoming>* done) {
       c.state = Conn::kBody;
       c.got = 0;
       c.deadlineMs = nowMs() + limits_.bodyMs;
-      c.body.assign(plan.bytes, 0);  // bounded by the Protocol before we get here
+      try {
+        c.body.assign(plan.bytes, 0);  // bounded by the Protocol before we get here
+      } catch (const std::bad_alloc&) {
+        proto.abandoned(c.type, c.head.data(), plan.bytes);
+        return drop(c, "cannot allocate " + std::to_string(plan.bytes) + " bytes");
+      }
       if (plan.bytes == 0) complete(c, done);
       return;
   }

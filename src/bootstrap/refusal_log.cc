@@ -33,7 +33,12 @@ void RefusalLog::note(const std::string& line) {
   }
   unreported_++;
   lastLine_ = line;
-  if (now - lastPrintMs_ < intervalMs_) return;
+  tick();
+}
+
+void RefusalLog::tick() {
+  int64_t now = nowMs();
+  if (unreported_ == 0 || now - lastPrintMs_ < intervalMs_) return;
   if (logAllowed()) {
     FERRY_WARN("bootstrap: refused %llu more connections on %s in the last %.1f s (%llu in all; "
                "last: %s)",

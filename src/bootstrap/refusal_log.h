@@ -28,6 +28,8 @@ class RefusalLog {
 
   // One refused connection; `line` is its full WARN text.
   void note(const std::string& line);
+  // Print the summary if refusals are unreported and the interval has passed.
+  void tick();
   // Print the count not yet reported (if any) and start over.
   void flush();
 

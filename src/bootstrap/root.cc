@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <vector>
@@ -258,7 +259,13 @@ void Root::fail(ReplyStatus code, const std::string& why) {
 
 void* rootMain(void* arg) {
   std::unique_ptr<Root> root(static_cast<Root*>(arg));
-  root->run();
+  try {
+    root->run();
+  } catch (const std::exception& e) {
+    // Nothing may escape a detached thread; closing every connection (when
+    // root goes) fails the waiting ranks at once.
+    ROOT_WARN("bootstrap root: giving up: %s", e.what());
+  }
   return nullptr;
 }
 
