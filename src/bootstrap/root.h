@@ -11,6 +11,9 @@
 //    check-in with another nranks is then refused at once (ncclInvalidUsage).
 //  - Otherwise check-ins are grouped by the nranks they claim, and the first
 //    group to fill all its ranks wins; members of other groups are refused.
+//    (So without rank 0 in the root's process, a forged check-in claiming
+//    rank 0 of 1 would take the root; anyone with the secret can deny
+//    service anyway, e.g. by checking in first as a real rank number.)
 //  - A second check-in for a rank already present is refused (ncclInvalidUsage).
 // A refused mismatch or duplicate is a problem only if genuine ranks stop
 // arriving: when the rendezvous is still incomplete kGraceMs after the last
