@@ -136,6 +136,8 @@ struct FastFailCase {
   const char* needle;
 };
 
+void PrintTo(const FastFailCase& c, std::ostream* os) { *os << c.name; }
+
 class BootstrapFastFail : public ::testing::TestWithParam<FastFailCase> {};
 
 TEST_P(BootstrapFastFail, AllRanksFailWithinSeconds) {
