@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "bootstrap/inbox.h"
 #include "bootstrap/root.h"
 #include "bootstrap/unique_id.h"
 #include "bootstrap/wire.h"
@@ -39,14 +40,22 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const ncclUniqueId& id, int
     FERRY_ASSIGN(Socket rootListener, listenSocket(idc.root));
     FERRY_INFO(log::kBootstrap, "Bootstrap: root listening at NCCL_COMM_ID %s",
                rootListener.peer().toString().c_str());
-    FERRY_TRY(startRoot(std::move(rootListener), idc.secret, timeoutMs));
+    FERRY_TRY(startRoot(std::move(rootListener), idc.secret, timeoutMs, nranks));
+  } else if (rank == 0) {
+    // A root in this process (the usual ncclGetUniqueId on rank 0) learns
+    // nranks from us: check-ins that disagree are the bad ones.
+    expectRanks(idc.secret, idc.root, nranks);
   }
 
   FERRY_ASSIGN(NetIf nif, findInterfaceFor(idc.root));
   FERRY_ASSIGN(b->listener_, listenSocket(nif.addr));
+  b->inbox_ = std::make_unique<Inbox>(rank, nranks, idc.secret, b->listener_);
   FERRY_INFO(log::kBootstrap, "Bootstrap: Using %s:%s", nif.name.c_str(),
              nif.addr.toString().c_str());
-  FERRY_TRY(b->checkIn(idc.root, u));
+  Status st = b->checkIn(idc.root, u);
+  // The root may run in this process and still be answering the other ranks.
+  waitForRootReplies(idc.secret, idc.root, 2000);
+  FERRY_TRY(st);
   FERRY_TRY(b->connectRing(u));
   FERRY_TRACE(log::kBootstrap, "Bootstrap: rank %d of %d ready (listening at %s)", rank, nranks,
              b->listener_.peer().toString().c_str());
@@ -72,10 +81,17 @@ Status Bootstrap::checkIn(const SockAddr& root, const Until& u) {
                                  " waiting for the root at " + root.toString() + ": " +
                                  st.message());
   }
-  if (rep.status != 0) {
+  if (rep.status != kReplyOk) {
     std::string text(std::min<uint32_t>(rep.bytes, kMaxReplyText), '\0');
     if (!recvAll(s, text.data(), text.size(), Until::after(1000)).isOk()) text = "(no reason)";
-    return remoteError("bootstrap: root refused rank " + std::to_string(rank_) + ": " + text);
+    std::string msg = "bootstrap: root " + root.toString() + " refused rank " +
+                      std::to_string(rank_) + " of " + std::to_string(nranks_) + ": " + text;
+    switch (rep.status) {
+      case kReplyMismatch:
+      case kReplyDuplicate: return invalidUsage(msg);
+      case kReplyInvalid: return invalidArgument(msg);
+      default: return remoteError(msg);
+    }
   }
   size_t want = size_t(nranks_) * SockAddr::kPackedBytes;
   if (rep.bytes != want) {
@@ -103,8 +119,7 @@ Status Bootstrap::connectRing(const Until& u) {
   std::memcpy(msg + sizeof(h), &hello, sizeof(hello));
   FERRY_TRY(sendAll(ringOut_, msg, sizeof(msg), u));
   std::lock_guard<std::mutex> lk(p2pMu_);
-  while (!ringIn_.valid()) FERRY_TRY(acceptOne(u));
-  return Status::ok();
+  return inbox_->acceptRing(&ringIn_, u);
 }
 
 Status Bootstrap::allGather(void* allData, size_t bytesPerRank) {

@@ -6,13 +6,14 @@
 // rank's listen address, and connects a ring (send to rank+1, receive from
 // rank-1) used by allGather/barrier. send/recv open a connection to the
 // peer's listener per message. Every connection presents the id's secret
-// first; connections with a wrong secret are refused and logged.
+// first; connections with a wrong secret are refused and logged (rate-limited).
+// Listeners serve all their connections at once with per-connection
+// deadlines (acceptor.h), so strangers cannot delay creation.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -23,6 +24,10 @@
 #include "net/socket.h"
 
 namespace ferry {
+
+namespace bootstrap {
+class Inbox;
+}
 
 // Contents of the 128-byte ncclUniqueId: bytes 0-7 a random 64-bit secret
 // (magic), then the root's socket address (sockaddr_in/in6, 28 bytes); the
@@ -52,8 +57,8 @@ class Bootstrap {
   // My block is at allData + rank*bytesPerRank; on return all blocks are filled.
   Status allGather(void* allData, size_t bytesPerRank);
   Status barrier();
-  // Control messages. recv expects exactly `size` bytes; a message of another
-  // size from (peer, tag) is an error. Messages for other (peer, tag) pairs
+  // Control messages of at most kMaxP2pBytes (wire.h). recv expects exactly
+  // `size` bytes; a message of another size from (peer, tag) is an error. Messages for other (peer, tag) pairs
   // that arrive first are kept until asked for.
   Status send(int peer, int tag, const void* data, size_t size);
   Status recv(int peer, int tag, void* data, size_t size);
@@ -62,22 +67,11 @@ class Bootstrap {
   void abort();
 
  private:
-  struct Message {
-    int rank;
-    int tag;
-    std::vector<char> data;
-  };
-
   Bootstrap(int rank, int nranks, uint64_t secret, const std::atomic<bool>* abortFlag,
             int64_t timeoutMs);
   Until until() const { return Until::after(timeoutMs_, abortFlag_, &aborted_); }
   Status checkIn(const SockAddr& root, const Until& u);
   Status connectRing(const Until& u);
-  // Accept one connection on our listener and file it: the ring link from
-  // rank-1, or a point-to-point message (queued). Intruders are refused.
-  Status acceptOne(const Until& u);
-  Status acceptP2p(Socket sock, const Until& u);
-  bool takeQueued(int peer, int tag, void* data, size_t size, Status* st);
 
   int rank_;
   int nranks_;
@@ -91,8 +85,8 @@ class Bootstrap {
   std::mutex ringMu_;  // one ring collective at a time
   Socket ringOut_;     // to rank+1
   Socket ringIn_;      // from rank-1
-  std::mutex p2pMu_;   // guards the listener's accept path and queue_
-  std::deque<Message> queue_;
+  std::mutex p2pMu_;   // guards inbox_ (the listener's accept path)
+  std::unique_ptr<bootstrap::Inbox> inbox_;
 };
 
 }  // namespace ferry

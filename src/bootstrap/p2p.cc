@@ -1,11 +1,13 @@
-// Bootstrap point-to-point messages and the listener's accept path.
+// Bootstrap point-to-point messages.
 //
 // Each send opens a fresh connection to the peer's listener (like NCCL):
 // small control messages complete into the kernel's buffers without the
-// receiver's help, so two ranks sending to each other cannot deadlock.
+// receiver's help, so two ranks sending to each other cannot deadlock. The
+// receiving side (accepting, bounding and queueing messages) is inbox.cc.
 #include <cstring>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/inbox.h"
 #include "bootstrap/wire.h"
 #include "core/log.h"
 
@@ -14,15 +16,22 @@ namespace ferry {
 using namespace bootstrap;
 
 namespace {
-// A legitimate peer sends its header right after connecting; an intruder that
-// sends nothing is dropped after this long instead of blocking us.
-constexpr int64_t kHeaderTimeoutMs = 2000;
+Status checkPeerAndSize(const char* op, int peer, int nranks, size_t size) {
+  if (peer < 0 || peer >= nranks) {
+    return invalidArgument(std::string("bootstrap ") + op + ": invalid peer " +
+                           std::to_string(peer));
+  }
+  if (size > kMaxP2pBytes) {
+    return invalidArgument(std::string("bootstrap ") + op + ": " + std::to_string(size) +
+                           " bytes is more than the " + std::to_string(kMaxP2pBytes) +
+                           " a bootstrap message may carry");
+  }
+  return Status::ok();
+}
 }  // namespace
 
 Status Bootstrap::send(int peer, int tag, const void* data, size_t size) {
-  if (peer < 0 || peer >= nranks_) {
-    return invalidArgument("bootstrap send: invalid peer " + std::to_string(peer));
-  }
+  FERRY_TRY(checkPeerAndSize("send", peer, nranks_, size));
   Until u = until();
   std::string what = "bootstrap send to rank " + std::to_string(peer) + " tag " +
                      std::to_string(tag) + ": ";
@@ -39,94 +48,14 @@ Status Bootstrap::send(int peer, int tag, const void* data, size_t size) {
   return Status::ok();
 }
 
-bool Bootstrap::takeQueued(int peer, int tag, void* data, size_t size, Status* st) {
-  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-    if (it->rank != peer || it->tag != tag) continue;
-    if (it->data.size() != size) {
-      *st = internalError("bootstrap recv: message from rank " + std::to_string(peer) + " tag " +
-                          std::to_string(tag) + " has " + std::to_string(it->data.size()) +
-                          " bytes, expected " + std::to_string(size));
-    } else {
-      if (size) std::memcpy(data, it->data.data(), size);
-      *st = Status::ok();
-    }
-    queue_.erase(it);
-    return true;
-  }
-  return false;
-}
-
 Status Bootstrap::recv(int peer, int tag, void* data, size_t size) {
-  if (peer < 0 || peer >= nranks_) {
-    return invalidArgument("bootstrap recv: invalid peer " + std::to_string(peer));
-  }
+  FERRY_TRY(checkPeerAndSize("recv", peer, nranks_, size));
   std::lock_guard<std::mutex> lk(p2pMu_);
-  Until u = until();
-  while (true) {
-    Status st;
-    if (takeQueued(peer, tag, data, size, &st)) return st;
-    st = acceptOne(u);
-    if (!st.isOk()) {
-      return Status(st.code(), "bootstrap recv from rank " + std::to_string(peer) + " tag " +
-                                   std::to_string(tag) + ": " + st.message());
-    }
-  }
-}
-
-Status Bootstrap::acceptOne(const Until& u) {
-  FERRY_ASSIGN(Socket s, acceptSocket(listener_, u));
-  Until hu = Until::after(std::min(u.remainingMs(), kHeaderTimeoutMs), abortFlag_, &aborted_);
-  ConnHeader h{};
-  Status st = recvAll(s, &h, sizeof(h), hu);
+  Status st = inbox_->recv(peer, tag, data, size, until());
   if (!st.isOk()) {
-    if (u.expired()) return u.check("reading a connection header");
-    FERRY_WARN("bootstrap: dropped connection from %s: %s", s.peer().toString().c_str(),
-               st.message().c_str());
-    return Status::ok();
+    return Status(st.code(), "bootstrap recv from rank " + std::to_string(peer) + " tag " +
+                                 std::to_string(tag) + ": " + st.message());
   }
-  if (h.secret != secret_) {
-    FERRY_WARN("bootstrap: refused connection from %s: wrong secret",
-               s.peer().toString().c_str());
-    return Status::ok();
-  }
-  if (h.type == kP2p) return acceptP2p(std::move(s), u);
-  if (h.type != kRing) {
-    FERRY_WARN("bootstrap: refused connection from %s: wrong type %u",
-               s.peer().toString().c_str(), h.type);
-    return Status::ok();
-  }
-  RingHello hello{};
-  FERRY_TRY(recvAll(s, &hello, sizeof(hello), u));
-  int prev = (rank_ - 1 + nranks_) % nranks_;
-  if (hello.rank != prev || ringIn_.valid()) {
-    FERRY_WARN("bootstrap: rank %d refused ring connection from rank %d (%s): expected rank %d",
-               rank_, hello.rank, s.peer().toString().c_str(), prev);
-    return Status::ok();
-  }
-  ringIn_ = std::move(s);
-  return Status::ok();
-}
-
-Status Bootstrap::acceptP2p(Socket sock, const Until& u) {
-  P2pHeader p{};
-  Status st = recvAll(sock, &p, sizeof(p), u);
-  if (st.isOk() && (p.rank < 0 || p.rank >= nranks_ || p.size > kMaxP2pBytes)) {
-    st = remoteError("bad message header (rank " + std::to_string(p.rank) + ", " +
-                     std::to_string(p.size) + " bytes)");
-  }
-  Message m{p.rank, p.tag, {}};
-  if (st.isOk()) {
-    m.data.resize(p.size);
-    st = recvAll(sock, m.data.data(), m.data.size(), u);
-  }
-  if (!st.isOk()) {
-    if (u.expired()) return u.check("receiving a message");
-    // A sender that died mid-message is not necessarily the peer we wait for.
-    FERRY_WARN("bootstrap: rank %d dropped a message from %s: %s", rank_,
-               sock.peer().toString().c_str(), st.message().c_str());
-    return Status::ok();
-  }
-  queue_.push_back(std::move(m));
   return Status::ok();
 }
 

@@ -1,242 +1,279 @@
-// The bootstrap root thread (see root.h).
+// The bootstrap root thread (see root.h for which check-ins it believes).
 //
-// One poll() loop over the listener and every open connection, so a silent
-// or hostile connection can never stall the rendezvous: each connection is
-// read only as far as it has sent, and one that shows a wrong secret is
-// closed on the spot.
+// One poll() loop (through an Acceptor) over the listener, every connection
+// still sending its check-in and every rank that checked in, so a silent or
+// hostile connection can never stall the rendezvous.
 #include "bootstrap/root.h"
 
 #include <poll.h>
 #include <pthread.h>
 
-#include <cerrno>
-#include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "bootstrap/acceptor.h"
+#include "bootstrap/refusal_log.h"
+#include "bootstrap/root_registry.h"
 #include "bootstrap/wire.h"
 #include "core/log.h"
+#include "core/wait.h"
 
 namespace ferry::bootstrap {
 namespace {
 
-// Set by an atexit handler: a root still running while the process exits
-// must not touch the logger's statics as they are being destroyed.
-std::atomic<bool> gExiting{false};
-void markExiting() { gExiting.store(true); }
-
 #define ROOT_WARN(...) \
   do {                 \
-    if (!gExiting.load()) FERRY_WARN(__VA_ARGS__); \
+    if (logAllowed()) FERRY_WARN(__VA_ARGS__); \
   } while (0)
 #define ROOT_INFO(...) \
   do {                 \
-    if (!gExiting.load()) FERRY_INFO(log::kBootstrap, __VA_ARGS__); \
+    if (logAllowed()) FERRY_INFO(log::kBootstrap, __VA_ARGS__); \
   } while (0)
 
-constexpr size_t kMaxConns = 4096;
-constexpr size_t kCheckInBytes = sizeof(ConnHeader) + sizeof(CheckIn);
+// Check-ins claiming more distinct nranks values than this are refused.
+constexpr size_t kMaxGroups = 8;
 
-struct Conn {
+struct Member {
   Socket sock;
-  uint8_t buf[kCheckInBytes] = {};
-  size_t got = 0;
-  int rank = -1;  // >= 0 once checked in
-  bool dead = false;
+  uint8_t addr[SockAddr::kPackedBytes];
 };
+// The check-ins claiming one nranks value, by rank.
+using Group = std::map<int, Member>;
 
-class Root {
+class Root final : public Protocol {
  public:
-  Root(Socket listener, uint64_t secret, int64_t timeoutMs)
-      : listener_(std::move(listener)), secret_(secret), timeoutMs_(timeoutMs) {}
+  Root(Socket listener, uint64_t secret, int64_t timeoutMs, int nranks)
+      : listener_(std::move(listener)), where_("bootstrap root " + listener_.peer().toString()),
+        timeoutMs_(timeoutMs), acceptor_(where_, secret),
+        expect_(registerRoot(secret, listener_.peer(), nranks)) {}
+  ~Root() override { unregisterRoot(expect_.get()); }
   void run();
 
+  size_t headBytes(uint32_t type) const override { return type == kCheckIn ? sizeof(CheckIn) : 0; }
+  BodyPlan body(uint32_t, const uint8_t*) override { return BodyPlan::read(0); }
+
  private:
-  bool complete() const { return nranks_ > 0 && arrived_ == nranks_; }
-  void acceptAll();
-  void onReadable(Conn& c);
-  void onCheckIn(Conn& c, const CheckIn& ci);
-  void drop(Conn& c);
-  void reply(Conn& c, int32_t status, const void* data, uint32_t bytes, const Until& u);
-  void refuse(Conn& c, const std::string& why);
-  void finish();
-  void fail(const std::string& why);
+  void onCheckIn(Incoming in);
+  void applyTrust();
+  void watchMembers(std::vector<pollfd>* fds);
+  void onMemberEvents(const std::vector<pollfd>& fds);
+  void problem(ReplyStatus code, const std::string& why);
+  void refuse(Socket& s, ReplyStatus code, const std::string& why);
+  void finish(int nranks, Group& g);
+  void fail(ReplyStatus code, const std::string& why);
 
   Socket listener_;
-  uint64_t secret_;
+  std::string where_;
   int64_t timeoutMs_;
-  std::vector<std::unique_ptr<Conn>> conns_;
-  int nranks_ = -1;
-  int arrived_ = 0;
-  std::vector<Conn*> byRank_;
-  std::vector<uint8_t> table_;  // nranks * kPackedBytes listen addresses
+  Acceptor acceptor_;
+  std::shared_ptr<Expectation> expect_;
+  int trusted_ = 0;                 // nranks from rank 0; 0 unknown
+  std::map<int, Group> groups_;     // by claimed nranks
+  ReplyStatus problemCode_ = kReplyOk;
+  std::string problem_;             // the first mismatch/duplicate seen
+  int64_t lastEventMs_ = 0;
 };
 
-void Root::run() {
-  Until until = Until::after(timeoutMs_);
-  std::vector<pollfd> pfds;
-  while (!complete()) {
-    if (until.expired()) {
-      fail("bootstrap root " + listener_.peer().toString() + ": timed out after " +
-           std::to_string(timeoutMs_) + " ms with " + std::to_string(arrived_) + " of " +
-           (nranks_ > 0 ? std::to_string(nranks_) : std::string("?")) + " ranks checked in");
-      return;
-    }
-    pfds.assign(1, pollfd{listener_.fd(), POLLIN, 0});
-    for (auto& c : conns_) pfds.push_back(pollfd{c->sock.fd(), POLLIN, 0});
-    if (::poll(pfds.data(), pfds.size(), until.sliceMs()) < 0 && errno != EINTR) {
-      fail(std::string("bootstrap root: poll failed: ") + std::strerror(errno));
-      return;
-    }
-    for (size_t i = 1; i < pfds.size(); i++) {
-      if (pfds[i].revents) onReadable(*conns_[i - 1]);
-    }
-    std::erase_if(conns_, [](const std::unique_ptr<Conn>& c) { return c->dead; });
-    if (pfds[0].revents) acceptAll();
-  }
-  finish();
-}
-
-void Root::acceptAll() {
-  while (true) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof(ss);
-    int fd = ::accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&ss), &len,
-                       SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN: drained; other errors: retried on the next poll
-    Socket s(fd, SockAddr::fromSockaddr(reinterpret_cast<sockaddr*>(&ss), len));
-    if (conns_.size() >= kMaxConns) {
-      ROOT_WARN("bootstrap root: refused connection from %s: too many open connections",
-                s.peer().toString().c_str());
-      continue;
-    }
-    auto c = std::make_unique<Conn>();
-    c->sock = std::move(s);
-    conns_.push_back(std::move(c));
-  }
-}
-
-void Root::drop(Conn& c) {
-  if (c.rank >= 0 && byRank_[c.rank] == &c) {
-    byRank_[c.rank] = nullptr;
-    arrived_--;
-  }
-  c.sock.close();
-  c.dead = true;
-}
-
-void Root::onReadable(Conn& c) {
-  if (c.rank >= 0) {
-    // A checked-in rank has nothing more to say: readable means it left.
-    char b;
-    auto r = recvSome(c.sock, &b, 1);
-    if (r.isOk() && r.value() == 0) return;
-    ROOT_INFO("bootstrap root: rank %d (%s) left before the rendezvous completed", c.rank,
-              c.sock.peer().toString().c_str());
-    drop(c);
-    return;
-  }
-  auto r = recvSome(c.sock, c.buf + c.got, kCheckInBytes - c.got);
-  if (!r.isOk()) return drop(c);
-  size_t before = c.got;
-  c.got += r.value();
-  if (before < sizeof(ConnHeader) && c.got >= sizeof(ConnHeader)) {
-    ConnHeader h;
-    std::memcpy(&h, c.buf, sizeof(h));
-    if (h.secret != secret_) {
-      ROOT_WARN("bootstrap: refused connection from %s: wrong secret",
-                c.sock.peer().toString().c_str());
-      return drop(c);
-    }
-    if (h.type != kCheckIn) {
-      ROOT_WARN("bootstrap: refused connection from %s: wrong type %u",
-                c.sock.peer().toString().c_str(), h.type);
-      return drop(c);
-    }
-  }
-  if (c.got == kCheckInBytes) {
-    CheckIn ci;
-    std::memcpy(&ci, c.buf + sizeof(ConnHeader), sizeof(ci));
-    onCheckIn(c, ci);
-  }
-}
-
-void Root::onCheckIn(Conn& c, const CheckIn& ci) {
-  int rank = ci.rank, nranks = ci.nranks;
-  if (nranks <= 0 || rank < 0 || rank >= nranks) {
-    return refuse(c, "bootstrap root: invalid check-in rank " + std::to_string(rank) +
-                         " of " + std::to_string(nranks));
-  }
-  if (nranks_ < 0) {
-    nranks_ = nranks;
-    byRank_.assign(nranks, nullptr);
-    table_.assign(size_t(nranks) * SockAddr::kPackedBytes, 0);
-  }
-  if (nranks != nranks_) {
-    return refuse(c, "bootstrap root: mismatch: rank " + std::to_string(rank) + " says nranks " +
-                         std::to_string(nranks) + ", others said " + std::to_string(nranks_));
-  }
-  if (byRank_[rank]) {
-    return refuse(c, "bootstrap root: duplicate check-in of rank " + std::to_string(rank) +
-                         " from " + c.sock.peer().toString() + " (first from " +
-                         byRank_[rank]->sock.peer().toString() + ")");
-  }
-  c.rank = rank;
-  byRank_[rank] = &c;
-  arrived_++;
-  std::memcpy(&table_[size_t(rank) * SockAddr::kPackedBytes], ci.addr, SockAddr::kPackedBytes);
-}
-
-void Root::reply(Conn& c, int32_t status, const void* data, uint32_t bytes, const Until& u) {
+void reply(Socket& s, int32_t status, const void* data, uint32_t bytes, const Until& u) {
   std::vector<uint8_t> msg(sizeof(RootReply) + bytes);
   RootReply h{status, bytes};
   std::memcpy(msg.data(), &h, sizeof(h));
   if (bytes) std::memcpy(msg.data() + sizeof(h), data, bytes);
-  Status st = sendAll(c.sock, msg.data(), msg.size(), u);
-  if (!st.isOk() && status == 0) {
-    ROOT_WARN("bootstrap root: could not send the address table to rank %d: %s", c.rank,
-              st.message().c_str());
+  Status st = sendAll(s, msg.data(), msg.size(), u);
+  if (!st.isOk() && status == kReplyOk) {
+    ROOT_WARN("bootstrap root: could not send the address table to %s: %s",
+              s.peer().toString().c_str(), st.message().c_str());
   }
 }
 
-void Root::refuse(Conn& c, const std::string& why) {
-  ROOT_WARN("%s", why.c_str());
+void Root::run() {
+  Until until = Until::after(timeoutMs_);
+  lastEventMs_ = nowMs();
+  std::vector<pollfd> fds;
+  std::vector<Incoming> done;
+  while (true) {
+    applyTrust();
+    for (auto& [n, g] : groups_) {
+      if (static_cast<int>(g.size()) == n && (trusted_ == 0 || trusted_ == n)) {
+        return finish(n, g);
+      }
+    }
+    if (until.expired()) {
+      size_t arrived = 0;
+      for (auto& [n, g] : groups_) arrived += g.size();
+ return fail(kReplyFailed, "timed out after " + std::to_string(timeoutMs_) + " ms with " + std::to_string(arrived) + " of " +
+                                    (trusted_ ? std::to_string(trusted_) : std::string("?")) +
+                                    " ranks checked in");
+    }
+    if (!problem_.empty() && nowMs() - lastEventMs_ >= kGraceMs) {
+      return fail(problemCode_, "creation failed: " + problem_);
+    }
+    watchMembers(&fds);
+    done.clear();
+    Status st = acceptor_.step(listener_, *this, until.sliceMs(), &fds, &done);
+    if (!st.isOk()) return fail(kReplyFailed, st.message());
+    onMemberEvents(fds);
+    for (Incoming& in : done) onCheckIn(std::move(in));
+  }
+}
+
+void Root::applyTrust() {
+  int n = expect_->nranks.load();
+  if (n <= 0 || n == trusted_) return;
+  trusted_ = n;
+  // Check-ins that disagree with rank 0 came before it told us: refuse them now.
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    if (it->first == n) {
+      ++it;
+      continue;
+    }
+    std::string why = "nranks mismatch: " + std::to_string(it->second.size()) +
+                      " check-ins say nranks " + std::to_string(it->first) + ", rank 0 says " +
+                      std::to_string(n);
+    problem(kReplyMismatch, why);
+    for (auto& [r, m] : it->second) refuse(m.sock, kReplyMismatch, why);
+    it = groups_.erase(it);
+  }
+}
+
+void Root::onCheckIn(Incoming in) {
+  CheckIn ci;
+  std::memcpy(&ci, in.head.data(), sizeof(ci));
+  std::string from = "rank " + std::to_string(ci.rank) + " of " + std::to_string(ci.nranks) +
+                     " (" + in.sock.peer().toString() + ")";
+  if (ci.nranks <= 0 || ci.nranks > kMaxRanks || ci.rank < 0 || ci.rank >= ci.nranks) {
+    // Bogus: no real rank sends this (Bootstrap::create checks its arguments).
+    return refuse(in.sock, kReplyInvalid, "invalid check-in: " + from);
+  }
+  bool newGroup = !groups_.count(ci.nranks);
+  int other = groups_.empty() ? 0 : groups_.begin()->first;  // a value claimed before
+  if (trusted_ && ci.nranks != trusted_) {
+    std::string why = "nranks mismatch: " + from + " says nranks " + std::to_string(ci.nranks) +
+                      ", rank 0 says " + std::to_string(trusted_);
+    problem(kReplyMismatch, why);
+    return refuse(in.sock, kReplyMismatch, why);
+  }
+  if (newGroup && groups_.size() >= kMaxGroups) {
+    std::string why = "nranks mismatch: " + from + ": check-ins disagree on nranks (" +
+                      std::to_string(groups_.size()) + " values seen)";
+    problem(kReplyMismatch, why);
+    return refuse(in.sock, kReplyMismatch, why);
+  }
+  Group& g = groups_[ci.nranks];
+  auto dup = g.find(ci.rank);
+  if (dup != g.end()) {
+    std::string why = "duplicate check-in of rank " + std::to_string(ci.rank) + " from " +
+                      in.sock.peer().toString() + " (first from " +
+                      dup->second.sock.peer().toString() + ")";
+    problem(kReplyDuplicate, why);
+    return refuse(in.sock, kReplyDuplicate, why);
+  }
+  if (newGroup && other) {
+    // Nobody vouches for either value: both groups wait; one must fill up.
+    problem(kReplyMismatch, "nranks mismatch: " + from + " says nranks " +
+                                std::to_string(ci.nranks) + ", other check-ins said " +
+                                std::to_string(other));
+  }
+  Member& m = g[ci.rank];
+  m.sock = std::move(in.sock);
+  std::memcpy(m.addr, ci.addr, sizeof(m.addr));
+  lastEventMs_ = nowMs();
+}
+
+void Root::watchMembers(std::vector<pollfd>* fds) {
+  fds->clear();
+  for (auto& [n, g] : groups_) {
+    for (auto& [r, m] : g) fds->push_back(pollfd{m.sock.fd(), POLLIN, 0});
+  }
+}
+
+void Root::onMemberEvents(const std::vector<pollfd>& fds) {
+  // Same order as watchMembers. A checked-in rank has nothing more to say:
+  // readable means it left (or talks out of turn), either way it is gone.
+  size_t i = 0;
+  for (auto& [n, g] : groups_) {
+    for (auto it = g.begin(); it != g.end(); i++) {
+      if (fds[i].revents == 0) {
+        ++it;
+        continue;
+      }
+      char b;
+      bool eof = false;
+      auto r = recvSome(it->second.sock, &b, 1, &eof);
+      if (r.isOk() && !eof && r.value() == 0) {  // nothing after all
+        ++it;
+        continue;
+      }
+      ROOT_INFO("%s: rank %d (%s) left before the rendezvous completed", where_.c_str(),
+                it->first, it->second.sock.peer().toString().c_str());
+      it = g.erase(it);
+    }
+  }
+  std::erase_if(groups_, [](const auto& kv) { return kv.second.empty(); });
+}
+
+void Root::problem(ReplyStatus code, const std::string& why) {
+  if (problem_.empty()) {
+    problem_ = why;
+    problemCode_ = code;
+  }
+  lastEventMs_ = nowMs();
+}
+
+void Root::refuse(Socket& s, ReplyStatus code, const std::string& why) {
+  acceptor_.refused("bootstrap root: refused check-in: " + why);
   std::string text = why.substr(0, kMaxReplyText);
   // Best effort: the message is small enough to sit in the socket buffer.
-  reply(c, 1, text.data(), static_cast<uint32_t>(text.size()), Until::after(100));
-  drop(c);
+  reply(s, code, text.data(), static_cast<uint32_t>(text.size()), Until::after(100));
+  s.close();
 }
 
-void Root::finish() {
+void Root::finish(int nranks, Group& g) {
+  expect_->replying.store(true);
+  std::vector<uint8_t> table(size_t(nranks) * SockAddr::kPackedBytes);
+  for (auto& [r, m] : g) std::memcpy(&table[size_t(r) * SockAddr::kPackedBytes], m.addr, sizeof(m.addr));
   Until u = Until::after(timeoutMs_);
-  for (Conn* c : byRank_) {
-    reply(*c, 0, table_.data(), static_cast<uint32_t>(table_.size()), u);
+  for (auto& [r, m] : g) reply(m.sock, kReplyOk, table.data(), static_cast<uint32_t>(table.size()), u);
+  for (auto& [n, other] : groups_) {
+    if (&other == &g) continue;
+    std::string why = "nranks mismatch: the communicator formed with nranks " +
+                      std::to_string(nranks) + ", this rank said " + std::to_string(n);
+    for (auto& [r, m] : other) refuse(m.sock, kReplyMismatch, why);
   }
-  ROOT_INFO("bootstrap root %s: all %d ranks checked in", listener_.peer().toString().c_str(),
-            nranks_);
+  ROOT_INFO("%s: all %d ranks checked in", where_.c_str(), nranks);
 }
 
-void Root::fail(const std::string& why) {
-  ROOT_WARN("%s", why.c_str());
-  for (Conn* c : byRank_) {
-    if (c) reply(*c, 1, why.data(), static_cast<uint32_t>(why.size()), Until::after(100));
+void Root::fail(ReplyStatus code, const std::string& why) {
+  expect_->replying.store(true);
+  ROOT_WARN("%s: %s", where_.c_str(), why.c_str());
+  std::string text = why.substr(0, kMaxReplyText);
+  for (auto& [n, g] : groups_) {
+    for (auto& [r, m] : g) {
+      reply(m.sock, code, text.data(), static_cast<uint32_t>(text.size()), Until::after(100));
+    }
   }
 }
 
 void* rootMain(void* arg) {
   std::unique_ptr<Root> root(static_cast<Root*>(arg));
-  root->run();
+  try {
+    root->run();
+  } catch (const std::exception& e) {
+    // Nothing may escape a detached thread; closing every connection (when
+    // root goes) fails the waiting ranks at once.
+    ROOT_WARN("bootstrap root: giving up: %s", e.what());
+  }
   return nullptr;
 }
 
 }  // namespace
 
-Status startRoot(Socket listener, uint64_t secret, int64_t timeoutMs) {
-  static std::once_flag once;
-  std::call_once(once, [] { std::atexit(markExiting); });
-  auto root = std::make_unique<Root>(std::move(listener), secret, timeoutMs);
+Status startRoot(Socket listener, uint64_t secret, int64_t timeoutMs, int nranks) {
+  (void)logAllowed();  // installs the exit hook before the thread can log
+  auto root = std::make_unique<Root>(std::move(listener), secret, timeoutMs, nranks);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

@@ -3,10 +3,13 @@
 //
 // Every connection opens with a ConnHeader (the id's secret and a type).
 // Check-in (rank -> root): ConnHeader{kCheckIn} CheckIn; the root answers
-//   RootReply{status 0, nranks * 28 bytes} + the table of listen addresses,
-//   or RootReply{status != 0, n} + n bytes of error text.
+//   RootReply{kReplyOk, nranks * 28 bytes} + the table of listen addresses,
+//   or RootReply{another ReplyStatus, n <= kMaxReplyText} + n bytes of error text.
 // Ring (rank -> rank+1): ConnHeader{kRing} RingHello.
-// Point-to-point (any -> any): ConnHeader{kP2p} P2pHeader + size bytes.
+// Point-to-point (any -> any): ConnHeader{kP2p} P2pHeader + size bytes,
+//   size <= kMaxP2pBytes.
+// Every size read from the wire is checked against these bounds (and the
+// size the receiver expects) before anything is allocated for it.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +35,17 @@ struct __attribute__((packed)) CheckIn {
   uint8_t addr[SockAddr::kPackedBytes];  // the rank's bootstrap listen address
 };
 
+// Why the root answered a check-in the way it did.
+enum ReplyStatus : int32_t {
+  kReplyOk = 0,
+  kReplyFailed = 1,     // the rendezvous failed (e.g. timed out)
+  kReplyMismatch = 2,   // check-ins disagree on nranks (the caller's usage)
+  kReplyDuplicate = 3,  // two check-ins for one rank (the caller's usage)
+  kReplyInvalid = 4,    // this check-in's rank/nranks are out of range
+};
+
 struct __attribute__((packed)) RootReply {
-  int32_t status;  // 0 ok, else error text follows
+  int32_t status;  // a ReplyStatus; error text follows unless kReplyOk
   uint32_t bytes;
 };
 
@@ -49,7 +61,16 @@ struct __attribute__((packed)) P2pHeader {
 
 // Largest error text the root sends back.
 constexpr uint32_t kMaxReplyText = 1024;
-// Largest point-to-point message accepted (sanity bound against garbage).
-constexpr uint64_t kMaxP2pBytes = uint64_t(1) << 32;
+// Largest point-to-point message (bootstrap messages are control data);
+// Bootstrap::send/recv refuse larger sizes, a receiver refuses a larger announce.
+constexpr uint64_t kMaxP2pBytes = uint64_t(64) << 20;
+// An announced message that nobody waits for yet is read ahead into memory up
+// to this size (and kMaxQueuedBytes per rank in all); a larger one stays
+// unread in its socket until recv() asks for it.
+constexpr uint64_t kMaxEagerBytes = uint64_t(1) << 20;
+constexpr uint64_t kMaxQueuedBytes = uint64_t(16) << 20;
+// Largest nranks a root accepts in a check-in: a larger claim is refused as
+// bogus without affecting the rendezvous (the root holds one connection per rank).
+constexpr int32_t kMaxRanks = 1 << 20;
 
 }  // namespace ferry::bootstrap

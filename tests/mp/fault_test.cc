@@ -15,6 +15,10 @@
 //  (e) a rank killed right after init, before any connection to it exists:
 //      the survivors' first collective needs a lazily made connection to it
 //      and fails within seconds (liveness), not at FERRY_TIMEOUT_MS (60 s).
+//  (f) ranks that disagree on nranks, or two ranks with one rank number:
+//      ncclCommInitRank fails on every rank within seconds (the root tells
+//      each why) with ncclInvalidUsage and a WARN naming the problem, with
+//      FERRY_INIT_TIMEOUT_MS at its 120 s default.
 // The harness watchdog turns any hang into a failure naming the hung ranks.
 #include <gtest/gtest.h>
 
@@ -240,6 +244,24 @@ TEST(MpFault, RankKilledBeforeLazyConnect) {
         MP_CHECK(r != ncclSuccess, "AllReduce with a dead rank succeeded");
         MP_CHECK(ms <= 5000, "rank %d: the dead rank was noticed only after %lld ms", rank, (long long)ms);
         ncclCommAbort(comm);
+// (e): rank r claims nranks[r] and rank number ranks[r].
+void runBadInitTest(std::vector<int> ranks, std::vector<int> nranks, const char* needle) {
+  RunOptions o;
+  o.timeoutSec = 60;
+  RunResult res = runRanks(
+      static_cast<int>(ranks.size()),
+      [&](int rank, int, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        int64_t t0 = monoNs();
+        ncclResult_t r = ncclCommInitRank(&comm, nranks[rank], id, ranks[rank]);
+        int64_t ms = (monoNs() - t0) / kMsNs;
+        harnessSetValue(0, ms);
+        std::string last = ncclGetLastError(nullptr);
+        MP_CHECK(r == ncclInvalidUsage, "ncclCommInitRank returned %s after %lld ms (%s)",
+                 resultName(r).c_str(), (long long)ms, last.c_str());
+        MP_CHECK(last.find(needle) != std::string::npos, "last WARN does not say '%s': %s", needle,
+                 last.c_str());
+        MP_CHECK(ms < 5000, "failed only after %lld ms", (long long)ms);
         return 0;
       },
       o);
@@ -247,6 +269,13 @@ TEST(MpFault, RankKilledBeforeLazyConnect) {
   for (int r : {0, 2, 3})
     std::printf("rank %d: error %lld ms into the AllReduce\n", r, (long long)res.ranks[r].values[0]);
 }
+
+  for (auto& r : res.ranks) std::printf("rank %d: init failed after %lld ms\n", r.rank, (long long)r.values[0]);
+}
+
+TEST(MpFault, NranksMismatchFailsEveryRankFast) { runBadInitTest({0, 1, 2, 3}, {4, 4, 4, 5}, "mismatch"); }
+
+TEST(MpFault, DuplicateRankFailsEveryRankFast) { runBadInitTest({0, 1, 1}, {3, 3, 3}, "duplicate"); }
 
 }  // namespace
 }  // namespace ferry::mp
