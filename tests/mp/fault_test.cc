@@ -244,7 +244,15 @@ TEST(MpFault, RankKilledBeforeLazyConnect) {
         MP_CHECK(r != ncclSuccess, "AllReduce with a dead rank succeeded");
         MP_CHECK(ms <= 5000, "rank %d: the dead rank was noticed only after %lld ms", rank, (long long)ms);
         ncclCommAbort(comm);
-// (e): rank r claims nranks[r] and rank number ranks[r].
+        return 0;
+      },
+      o);
+  ASSERT_RANKS_OK(res);
+  for (int r : {0, 2, 3})
+    std::printf("rank %d: error %lld ms into the AllReduce\n", r, (long long)res.ranks[r].values[0]);
+}
+
+// (f): rank r claims nranks[r] and rank number ranks[r].
 void runBadInitTest(std::vector<int> ranks, std::vector<int> nranks, const char* needle) {
   RunOptions o;
   o.timeoutSec = 60;
@@ -266,10 +274,6 @@ void runBadInitTest(std::vector<int> ranks, std::vector<int> nranks, const char*
       },
       o);
   ASSERT_RANKS_OK(res);
-  for (int r : {0, 2, 3})
-    std::printf("rank %d: error %lld ms into the AllReduce\n", r, (long long)res.ranks[r].values[0]);
-}
-
   for (auto& r : res.ranks) std::printf("rank %d: init failed after %lld ms\n", r.rank, (long long)r.values[0]);
 }
 
