@@ -6,7 +6,8 @@
 // an endpoint shared by every connection of the thread then). The second
 // communicator comes from a second unique id, or from ncclCommSplit. Every
 // network is also checked through Ferry's log: no rank may WARN that it
-// closed a connection with requests in flight. 4 ranks on 2 simulated nodes.
+// closed a connection with requests in flight. 4 ranks on 2 simulated nodes
+// (and 8 on 4 once).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -53,6 +54,9 @@ int teardownBody(int rank, int n, const ncclUniqueId& id, Second how) {
   }
   MP_TRY(allReduces(first, rank, n));
   MP_TRY(allReduces(second, rank, n));
+  // Connections to every rank (not only ring neighbours) before the destroy.
+  MP_TRY(caseAlltoAll(Rank{first, rank, n}, ncclInt32, 1000));
+  MP_TRY(caseAlltoAll(Rank{second, rank, n}, ncclInt32, 1000));
   // Two ids: the first goes and the second stays; split: the child goes.
   ncclComm_t gone = how == Second::kTwoIds ? first : second;
   ncclComm_t kept = how == Second::kTwoIds ? second : first;
@@ -84,7 +88,8 @@ int filesWith(const std::string& tag, const std::string& text) {
   return hits;
 }
 
-void runTeardown(const std::string& tag, Second how, Env env, const std::string& netName) {
+void runTeardown(const std::string& tag, Second how, Env env, const std::string& netName,
+                 int nranks = 4) {
   RunOptions o;
   o.timeoutSec = 150;
   o.env = std::move(env);
@@ -93,12 +98,12 @@ void runTeardown(const std::string& tag, Second how, Env env, const std::string&
   o.env["NCCL_DEBUG"] = "INFO";
   o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET";
   o.env["NCCL_DEBUG_FILE"] = logDir() + "/" + tag + ".%p";
-  o.rankEnv.resize(4);
-  for (int r = 0; r < 4; ++r) o.rankEnv[r]["NCCL_HOSTID"] = tag + "-node-" + std::to_string(r / 2);
+  o.rankEnv.resize(nranks);
+  for (int r = 0; r < nranks; ++r) o.rankEnv[r]["NCCL_HOSTID"] = tag + "-node-" + std::to_string(r / 2);
   RunResult res = runRanks(
-      4, [how](int rank, int n, const ncclUniqueId& id) { return teardownBody(rank, n, id, how); }, o);
+      nranks, [how](int rank, int n, const ncclUniqueId& id) { return teardownBody(rank, n, id, how); }, o);
   EXPECT_RANKS_OK(res);
-  EXPECT_EQ(filesWith(tag, "NET: using network " + netName), 4);
+  EXPECT_EQ(filesWith(tag, "NET: using network " + netName), nranks);
   EXPECT_EQ(filesWith(tag, "requests in flight"), 0) << "a connection was closed with requests in flight";
   EXPECT_EQ(filesWith(tag, "close exchange"), 0) << "a close exchange did not finish";
   int64_t worst = 0, worstKept = 0;
@@ -119,6 +124,11 @@ Env socketOnly() { return {{"NCCL_NET_PLUGIN", "none"}, {"NCCL_NET", "Socket"}};
 
 TEST(MpNetTeardown, SocketTwoIds) { runTeardown("sock-ids", Second::kTwoIds, socketOnly(), "Socket"); }
 TEST(MpNetTeardown, SocketSplit) { runTeardown("sock-split", Second::kSplit, socketOnly(), "Socket"); }
+// 8 ranks on 4 nodes (on 2 cores): each rank closes connections to 6 remote
+// ranks one after another.
+TEST(MpNetTeardown, StrictPluginEightRanksSplit) {
+  runTeardown("strict-8", Second::kSplit, strictPlugin(), "FerryTest", 8);
+}
 TEST(MpNetTeardown, StrictPluginTwoIds) {
   runTeardown("strict-ids", Second::kTwoIds, strictPlugin(), "FerryTest");
 }
