@@ -12,7 +12,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "tests/mp/coll_cases.h"
 
@@ -134,6 +136,44 @@ TEST(MpNetTeardown, StrictPluginTwoIds) {
 }
 TEST(MpNetTeardown, StrictPluginSplit) {
   runTeardown("strict-split", Second::kSplit, strictPlugin(), "FerryTest");
+}
+
+// Ranks of one process over the network (ncclCommInitAll, shared memory
+// off), destroyed one after another by one thread: a rank's peer is
+// destroyed after it, so there is no close exchange with it, and no wait.
+TEST(MpNetTeardown, InitAllOverTheNetworkDestroysPromptly) {
+  RunOptions o;
+  o.timeoutSec = 60;
+  o.env = socketOnly();
+  o.env["NCCL_SHM_DISABLE"] = "1";
+  o.env["FERRY_TIMEOUT_MS"] = "20000";
+  RunResult res = runRanks(
+      1,
+      [](int, int, const ncclUniqueId&) {
+        constexpr int kN = 4;
+        ncclComm_t comms[kN] = {};
+        MP_NCCL(ncclCommInitAll(comms, kN, nullptr));
+        const size_t count = 5000;
+        RedCase rc{ncclFloat32, TestOp::kSum, kN};
+        std::vector<std::unique_ptr<HostBuf>> in, out;
+        MP_NCCL(ncclGroupStart());
+        for (int i = 0; i < kN; ++i) {
+          in.push_back(std::make_unique<HostBuf>(ncclFloat32, count));
+          out.push_back(std::make_unique<HostBuf>(ncclFloat32, count));
+          in[i]->fill([&](size_t k) { return redInput(rc, i, k); });
+          MP_NCCL(ncclAllReduce(in[i]->data(), out[i]->data(), count, ncclFloat32, ncclSum, comms[i], nullptr));
+        }
+        MP_NCCL(ncclGroupEnd());
+        for (int i = 0; i < kN; ++i)
+          MP_CHECK(checkBuf(*out[i], 0, count, [&](size_t k) { return redExpected(rc, k); }, "AllReduce"));
+        int64_t t0 = monoNs();
+        for (int i = 0; i < kN; ++i) MP_NCCL(ncclCommDestroy(comms[i]));
+        int64_t ms = (monoNs() - t0) / 1000000;
+        MP_CHECK(ms < 2000, "destroying the %d communicators took %lld ms", kN, (long long)ms);
+        return 0;
+      },
+      o);
+  EXPECT_RANKS_OK(res);
 }
 
 #ifdef FERRY_HAVE_UCX

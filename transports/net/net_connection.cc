@@ -58,7 +58,7 @@ Status NetConnection::init() {
 }
 
 NetConnection::~NetConnection() {
-  if (error_.isOk()) drainAtClose();
+  if (error_.isOk() && closeExchange_) drainAtClose();
   closeComms();
 }
 
@@ -75,12 +75,12 @@ void NetConnection::closeComms() {
   if (!sendComm_ && !recvComm_) return;
   int inFlight = requestsInFlight();
   if (inFlight > 0) {
-    if (error_.isOk() && !(abortFlag_ && abortFlag_->load())) {
+    if (error_.isOk() && closeExchange_ && !(abortFlag_ && abortFlag_->load())) {
       FERRY_WARN("net: closing %s with %d requests in flight (the close exchange did not finish)",
                  describe_.c_str(), inFlight);
     } else {
-      FERRY_INFO(log::kNet, "net: closing failed connection %s with %d requests in flight",
-                 describe_.c_str(), inFlight);
+      FERRY_INFO(log::kNet, "net: closing %s connection %s with %d requests in flight",
+                 closeExchange_ ? "failed" : "in-process", describe_.c_str(), inFlight);
     }
   }
   if (sendComm_) {

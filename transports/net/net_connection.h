@@ -33,7 +33,8 @@
 // which makes every rank's sequence of pairs increasing, so no cycle of waits.
 //
 // A failed connection (plugin error, markFailed on abort or a failed
-// collective) and a close exchange that timed out close at once with
+// collective), a connection to a rank of this same process (see
+// setCloseExchange) and a close exchange that timed out close at once with
 // whatever is in flight, as NCCL does on abort: the peer must learn promptly
 // that we are gone, and the requests of a dead pair never complete. That
 // case is logged (WARN after a healthy pair's exchange failed, INFO for a
@@ -77,6 +78,11 @@ class NetConnection : public Connection {
 
   // The communicator's abort flag: ends a close exchange early (optional).
   void setAbortFlag(const std::atomic<bool>* flag) { abortFlag_ = flag; }
+  // Off: close at once, as a failed connection does. For a peer in this
+  // process (ncclCommInitAll with NCCL_SHM_DISABLE=1): its communicator is
+  // typically destroyed after ours by the same thread, so it could never
+  // take part in the exchange.
+  void setCloseExchange(bool on) { closeExchange_ = on; }
   // One non-blocking step of the close exchange (started on first call).
   // True once it is over: *ok says whether every request completed. After
   // it, the connection carries no more pieces. *moved: something progressed.
@@ -126,6 +132,7 @@ class NetConnection : public Connection {
 
   // Close exchange state (net_close.cc).
   const std::atomic<bool>* abortFlag_ = nullptr;
+  bool closeExchange_ = true;
   bool closing_ = false;
   bool closeOver_ = false;
   bool headerQueued_ = false;

@@ -134,6 +134,9 @@ Result<std::unique_ptr<Connection>> NetTransport::connect(const CommContext& ctx
   auto conn = std::make_unique<NetConnection>(net_.net, p->sendComm, p->recvComm, peer, slots,
                                               slotBytes, desc);
   conn->setAbortFlag(ctx.abortFlag);
+  const PeerInfo& me = (*ctx.peers)[ctx.rank];
+  const PeerInfo& them = (*ctx.peers)[peer];
+  conn->setCloseExchange(!(me.hostHash == them.hostHash && me.pid == them.pid));
   FERRY_TRY(conn->init());
   return std::unique_ptr<Connection>(std::move(conn));
 }
