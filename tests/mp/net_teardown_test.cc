@@ -9,6 +9,7 @@
 // closed a connection with requests in flight. 4 ranks on 2 simulated nodes
 // (and 8 on 4 once).
 #include <dlfcn.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -170,6 +171,33 @@ TEST(MpNetTeardown, InitAllOverTheNetworkDestroysPromptly) {
         for (int i = 0; i < kN; ++i) MP_NCCL(ncclCommDestroy(comms[i]));
         int64_t ms = (monoNs() - t0) / 1000000;
         MP_CHECK(ms < 2000, "destroying the %d communicators took %lld ms", kN, (long long)ms);
+        return 0;
+      },
+      o);
+  EXPECT_RANKS_OK(res);
+}
+
+// A peer that exits without destroying its communicator: our destroy's
+// close exchange sees the connection closed and ends at once.
+TEST(MpNetTeardown, PeerGoneWithoutDestroyDoesNotDelayDestroy) {
+  RunOptions o;
+  o.timeoutSec = 60;
+  o.env = socketOnly();
+  o.env["FERRY_TIMEOUT_MS"] = "20000";
+  o.rankEnv.resize(2);
+  for (int r = 0; r < 2; ++r) o.rankEnv[r]["NCCL_HOSTID"] = "gone-node-" + std::to_string(r);
+  RunResult res = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL(initComm(&comm, n, id, rank));
+        MP_TRY(allReduces(comm, rank, n));
+        if (rank == 1) return 0;  // leaves without ncclCommDestroy
+        usleep(300 * 1000);
+        int64_t t0 = monoNs();
+        MP_NCCL(ncclCommDestroy(comm));
+        int64_t ms = (monoNs() - t0) / 1000000;
+        MP_CHECK(ms < 2000, "destroy took %lld ms after the peer left", (long long)ms);
         return 0;
       },
       o);

@@ -40,7 +40,9 @@ Status NetConnection::check(ncclResult_t r, const char* call) {
   if (r == ncclSuccess) return Status::ok();
   if (error_.isOk()) {
     error_ = pluginStatus(r, call, describe_);
-    FERRY_WARN("%s", error_.message().c_str());
+    // At close, a peer that exited without destroying its side is expected.
+    if (closing_) FERRY_INFO(log::kNet, "net: close exchange: %s", error_.message().c_str());
+    else FERRY_WARN("%s", error_.message().c_str());
   }
   return error_;
 }
