@@ -29,16 +29,18 @@
 // communicator while this side still expects pieces) is a remote error.
 // The exchange is bounded: FERRY_TIMEOUT_MS without progress, the abort flag,
 // or a plugin error (a dead peer) end it. Both ends of a pair must close at
-// about the same time; a communicator destroys its connections in peer order,
-// which makes every rank's sequence of pairs increasing, so no cycle of waits.
+// about the same time; a communicator destroys its connections in peer order
+// (src/comm), which makes every rank's sequence of pairs increasing, so no
+// cycle of waits. Ranks that destroy two communicators in opposite orders do
+// wait for each other until FERRY_TIMEOUT_MS.
 //
 // A failed connection (plugin error, markFailed on abort or a failed
 // collective), a connection to a rank of this same process (see
 // setCloseExchange) and a close exchange that timed out close at once with
 // whatever is in flight, as NCCL does on abort: the peer must learn promptly
 // that we are gone, and the requests of a dead pair never complete. That
-// case is logged (WARN after a healthy pair's exchange failed, INFO for a
-// connection that had already failed).
+// case is logged: WARN when a live peer did not finish the exchange in time,
+// INFO when the connection had failed or the peer was gone.
 #pragma once
 
 #include <nccl_net.h>
