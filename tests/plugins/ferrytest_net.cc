@@ -11,6 +11,11 @@
 // Like some real plugins, the exported table holds only name and init until
 // init runs and fills in the rest, so a loader that copies function pointers
 // before init breaks here.
+//
+// Closing a comm with requests in flight (posted and not yet tested
+// complete) is counted (ferrytestInflightCloses) and WARNed about; with
+// FERRYTEST_STRICT_CLOSE=1 it aborts the process, as a stand-in for plugins
+// that tear down an endpoint shared by all connections of the thread then.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -21,7 +26,10 @@
 
 #include <nccl_net.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -232,8 +240,27 @@ ncclResult_t ftTest(void* request, int* done, int* sizes) {
   return ncclSuccess;
 }
 
+std::atomic<int> gInflightCloses{0};
+
+bool strictClose() {
+  const char* e = getenv("FERRYTEST_STRICT_CLOSE");
+  return e && e[0] == '1';
+}
+
 ncclResult_t closeComm(void* comm) {
   Comm* c = static_cast<Comm*>(comm);
+  int inFlight = 0;
+  if (c)
+    for (const Request& r : c->reqs) inFlight += r.used;
+  if (inFlight > 0) {
+    gInflightCloses++;
+    FT_WARN("ferrytest: closing a comm with %d requests in flight", inFlight);
+    if (strictClose()) {
+      fprintf(stderr, "ferrytest: FATAL: closing a comm with %d requests in flight (pid %d)\n",
+              inFlight, static_cast<int>(getpid()));
+      abort();
+    }
+  }
   if (c) close(c->fd);
   delete c;
   return ncclSuccess;
@@ -322,6 +349,8 @@ NetT fullTable() {
 
 extern "C" {
 __attribute__((visibility("default"))) NetT FT_SYMBOL = {.name = "FerryTest", .init = ftInit};
+// How many comms were closed with requests in flight in this process.
+__attribute__((visibility("default"))) int ferrytestInflightCloses() { return gInflightCloses.load(); }
 }
 
 namespace {

@@ -1,11 +1,7 @@
 // NetConnection (see net_connection.h).
 #include "transports/net/net_connection.h"
 
-#include <poll.h>
-
-#include "core/config.h"
 #include "core/log.h"
-#include "net/socket.h"
 
 namespace ferry::net {
 
@@ -44,7 +40,9 @@ Status NetConnection::check(ncclResult_t r, const char* call) {
   if (r == ncclSuccess) return Status::ok();
   if (error_.isOk()) {
     error_ = pluginStatus(r, call, describe_);
-    FERRY_WARN("%s", error_.message().c_str());
+    // At close, a peer that exited without destroying its side is expected.
+    if (closing_) FERRY_INFO(log::kNet, "net: close exchange: %s", error_.message().c_str());
+    else FERRY_WARN("%s", error_.message().c_str());
   }
   return error_;
 }
@@ -62,12 +60,31 @@ Status NetConnection::init() {
 }
 
 NetConnection::~NetConnection() {
-  if (error_.isOk()) drainAtClose();
+  if (error_.isOk() && closeExchange_) drainAtClose();
   closeComms();
 }
 
+int NetConnection::requestsInFlight() const {
+  int n = 0;
+  for (const Slot& s : send_) n += s.req != nullptr;
+  for (int i = 0; i < recvPosted_; ++i) n += !recv_[(recvHead_ + i) % nslots_].done;
+  return n;
+}
+
+// Closing frees what the plugin still holds; see the header on when requests
+// can be in flight here.
 void NetConnection::closeComms() {
-  // Requests still outstanding belong to the comms; closing frees them.
+  if (!sendComm_ && !recvComm_) return;
+  int inFlight = requestsInFlight();
+  if (inFlight > 0) {
+    if (error_.isOk() && closeExchange_ && !(abortFlag_ && abortFlag_->load())) {
+      FERRY_WARN("net: closing %s with %d requests in flight (the close exchange did not finish)",
+                 describe_.c_str(), inFlight);
+    } else {
+      FERRY_INFO(log::kNet, "net: closing %s connection %s with %d requests in flight",
+                 closeExchange_ ? "failed" : "in-process", describe_.c_str(), inFlight);
+    }
+  }
   if (sendComm_) {
     for (Slot& s : send_)
       if (s.mh) net_->deregMr(sendComm_, s.mh);
@@ -81,29 +98,6 @@ void NetConnection::closeComms() {
   for (Slot& s : send_) s.mh = s.req = nullptr;
   for (Slot& s : recv_) s.mh = s.req = nullptr;
   sendComm_ = recvComm_ = nullptr;
-}
-
-// Pieces still queued here would die with the comm: keep pushing them until
-// the peer stops taking bytes for FERRY_TIMEOUT_MS. Arriving pieces are
-// dropped and their slots reposted, so a peer that is flushing to us at the
-// same time is never stuck behind our full receive slots.
-void NetConnection::drainAtClose() {
-  int64_t timeoutMs = config::getInt(config::Param::kTimeoutMs);
-  Until u = Until::after(timeoutMs);
-  while (sendCount_ > 0 && !u.expired()) {
-    int before = sendCount_;
-    if (!postSends().isOk() || !testSends().isOk()) return;
-    RecvPiece p;
-    while (tryRecv(&p).isOk() && p.ready) {
-      if (!releaseRecv().isOk()) return;
-    }
-    if (sendCount_ != before) u = Until::after(timeoutMs);
-    if (sendCount_ > 0) ::poll(nullptr, 0, 1);
-  }
-  if (sendCount_ > 0) {
-    FERRY_WARN("net: dropped %d unsent pieces on %s at close: no progress for %ld ms", sendCount_,
-               describe_.c_str(), static_cast<long>(timeoutMs));
-  }
 }
 
 Status NetConnection::trySend(SendSlot* out) {
@@ -160,7 +154,7 @@ Status NetConnection::testSends() {
 // an error only once no earlier receive is left: pieces posted ahead may
 // still complete and must not be lost.
 Status NetConnection::postRecvs() {
-  while (recvPosted_ < nslots_ && !recvPostFailed_) {
+  while (recvPosted_ < nslots_ && !recvPostFailed_ && recvBudget_ != 0) {
     Slot& s = recv_[(recvHead_ + recvPosted_) % nslots_];
     void* data = s.buf.data();
     size_t size = slotBytes_;
@@ -175,6 +169,7 @@ Status NetConnection::postRecvs() {
     s.req = req;
     s.done = false;
     recvPosted_++;
+    if (recvBudget_ > 0) recvBudget_--;
   }
   if (recvPosted_ == 0 && recvPostFailed_) return check(recvPostFailed_, "irecv");
   return Status::ok();
@@ -197,6 +192,13 @@ Status NetConnection::tryRecv(RecvPiece* out) {
     s.req = nullptr;
     s.done = true;
     s.size = static_cast<size_t>(size);
+    if (!closing_ && isCloseHeader(s.buf.data(), s.size)) {
+      // The peer destroyed its communicator while we still expect data.
+      error_ = remoteError("rank " + std::to_string(peer_) +
+                           " closed the connection (its communicator was destroyed) on " + describe_);
+      FERRY_WARN("%s", error_.message().c_str());
+      return error_;
+    }
   }
   out->ready = true;
   out->data = s.buf.data();

@@ -12,10 +12,40 @@
 //
 // The plugin's function pointers are read at each call: some plugins rewrite
 // their exported table in init.
+//
+// Closing (net_close.cc). A plugin connection is never closed with a request
+// in flight when the pair is healthy: some plugins (aws-ofi-nccl style) share
+// one endpoint among all connections of a thread and device and tear it down
+// when a comm closes with requests outstanding, which breaks every other
+// communicator of the process. So the destructor runs a close exchange with
+// the peer's destructor first: each side queues a header behind its last data
+// piece saying how many receives it will have posted after the peer's header
+// arrives (its slot count K); on seeing the peer's header a side posts exactly
+// K receives more and then none, and it answers the peer's header with as many
+// small filler messages as the peer announced. When every send has tested
+// complete and every filler has arrived, no request is left and the comms are
+// closed. Stray data pieces still arriving before the header are dropped.
+// A header that tryRecv meets outside a close (the peer destroyed its
+// communicator while this side still expects pieces) is a remote error.
+// The exchange is bounded: FERRY_TIMEOUT_MS without progress, the abort flag,
+// or a plugin error (a dead peer) end it. Both ends of a pair must close at
+// about the same time; a communicator destroys its connections in peer order
+// (src/comm), which makes every rank's sequence of pairs increasing, so no
+// cycle of waits. Ranks that destroy two communicators in opposite orders do
+// wait for each other until FERRY_TIMEOUT_MS.
+//
+// A failed connection (plugin error, markFailed on abort or a failed
+// collective), a connection to a rank of this same process (see
+// setCloseExchange) and a close exchange that timed out close at once with
+// whatever is in flight, as NCCL does on abort: the peer must learn promptly
+// that we are gone, and the requests of a dead pair never complete. That
+// case is logged: WARN when a live peer did not finish the exchange in time,
+// INFO when the connection had failed or the peer was gone.
 #pragma once
 
 #include <nccl_net.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -48,6 +78,20 @@ class NetConnection : public Connection {
   void markFailed() override;
   std::string describe() const override { return describe_; }
 
+  // The communicator's abort flag: ends a close exchange early (optional).
+  void setAbortFlag(const std::atomic<bool>* flag) { abortFlag_ = flag; }
+  // Off: close at once, as a failed connection does. For a peer in this
+  // process (ncclCommInitAll with NCCL_SHM_DISABLE=1): its communicator is
+  // typically destroyed after ours by the same thread, so it could never
+  // take part in the exchange.
+  void setCloseExchange(bool on) { closeExchange_ = on; }
+  // One non-blocking step of the close exchange (started on first call).
+  // True once it is over: *ok says whether every request completed. After
+  // it, the connection carries no more pieces. *moved: something progressed.
+  bool closeStep(bool* moved, bool* ok);
+  // Requests posted to the plugin and not yet tested complete.
+  int requestsInFlight() const;
+
  private:
   struct Slot {
     std::vector<char> buf;  // staging memory (registered)
@@ -63,6 +107,9 @@ class NetConnection : public Connection {
   Status check(ncclResult_t r, const char* call);
   void drainAtClose();
   void closeComms();
+  bool queueCloseMsg(uint32_t kind, uint32_t count);
+  static bool isCloseHeader(const void* data, size_t size);
+  Status takeCloseMsgs(bool* moved);
 
   const ncclNet_v11_t* net_;
   void* sendComm_;
@@ -83,6 +130,18 @@ class NetConnection : public Connection {
   int recvHead_ = 0;    // next piece in order
   int recvPosted_ = 0;  // slots from recvHead_ with an irecv posted (or completed)
   ncclResult_t recvPostFailed_ = ncclSuccess;  // irecv failed: post no more
+  int recvBudget_ = -1;  // irecvs still allowed (-1: any; set by the close exchange)
+
+  // Close exchange state (net_close.cc).
+  const std::atomic<bool>* abortFlag_ = nullptr;
+  bool closeExchange_ = true;
+  bool closing_ = false;
+  bool closeOver_ = false;
+  bool headerQueued_ = false;
+  int peerFillers_ = -1;  // fillers the peer wants (its header's count); -1 until it arrived
+  int fillersQueued_ = 0;
+  int fillersGot_ = 0;
+  int strayPieces_ = 0;   // data pieces dropped while waiting for the peer's header
 };
 
 }  // namespace ferry::net

@@ -2,7 +2,9 @@
 // peer's handle and send a hello; accept, read hellos, connect back.
 #include <string>
 
+#include "core/config.h"
 #include "core/log.h"
+#include "core/wait.h"
 #include "transports/net/net_connection.h"
 #include "transports/net/net_transport.h"
 
@@ -119,6 +121,42 @@ Status NetTransport::advancePair(const CommContext& ctx, int peer, Pair& p, bool
   p.helloSent = true;
   *moved = true;
   return Status::ok();
+}
+
+}  // namespace ferry::net
+
+namespace ferry::net {
+
+// Hello requests still posted at teardown (a pair the peer started and we
+// never used, a hello that arrived late): test them to completion, bounded by
+// FERRY_TIMEOUT_MS without progress, so that no comm closes with one in
+// flight. An error (the peer is gone) ends a request too.
+void NetTransport::reapHellos() {
+  const ncclNet_v11_t* n = net_.net;
+  Waiter w(nullptr, config::getInt(config::Param::kTimeoutMs), "closing the network");
+  for (;;) {
+    int left = 0;
+    bool moved = false;
+    auto reap = [&](void*& req) {
+      if (!req) return;
+      int done = 0, size = 0;
+      if (n->test(req, &done, &size) != ncclSuccess || done) {
+        req = nullptr;
+        moved = true;
+      } else {
+        left++;
+      }
+    };
+    for (auto& in : incoming_) reap(in->req);
+    for (auto& [peer, p] : pairs_) reap(p->outReq);
+    if (left == 0) return;
+    if (moved) {
+      w.progressed();
+    } else if (!w.idle().isOk()) {
+      FERRY_WARN("net: closing the network with %d connection hellos in flight", left);
+      return;
+    }
+  }
 }
 
 }  // namespace ferry::net

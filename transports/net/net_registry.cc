@@ -3,7 +3,6 @@
 
 #include <strings.h>
 
-
 #include "core/config.h"
 #include "core/log.h"
 #include "plugins/net/net_plugins.h"
@@ -57,7 +56,8 @@ Result<ActiveNet> openNet(uint64_t commId) {
     ActiveNet a{c.net, nullptr, 0, c.origin};
     ncclNetCommConfig_v11_t cfg{NCCL_NET_TRAFFIC_CLASS_UNDEF};
     ncclResult_t r = c.net->init(&a.ctx, commId, &cfg, netplugin::pluginLogger(), nullptr);
-    if (r == ncclSuccess) r = c.net->devices(&a.ndev);
+    bool initOk = r == ncclSuccess;
+    if (initOk) r = c.net->devices(&a.ndev);
     if (r == ncclSuccess && a.ndev > 0) {
       FERRY_INFO(log::kInit | log::kNet, "NET: using network %s (%s), %d device(s)", c.net->name,
                  c.origin.c_str(), a.ndev);
@@ -65,7 +65,9 @@ Result<ActiveNet> openNet(uint64_t commId) {
     }
     FERRY_INFO(log::kInit | log::kNet, "NET: skipping network %s (%s): %s", c.net->name,
                c.origin.c_str(), r == ncclSuccess ? "no devices" : resultName(r));
-    if (a.ctx && c.net->finalize) c.net->finalize(a.ctx);
+    // finalize only undoes a successful init: a plugin whose init failed has
+    // nothing to finalize (and says so: "Finalizing already finalized plugin").
+    if (initOk && c.net->finalize) c.net->finalize(a.ctx);
   }
   return invalidUsage("Failed to initialize any NET plugin" +
                       (wanted.empty() ? std::string() : " named " + wanted + " (NCCL_NET)"));

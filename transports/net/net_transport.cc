@@ -37,6 +37,7 @@ NetTransport::~NetTransport() { closeAll(); }
 void NetTransport::closeAll() {
   if (!opened_) return;
   const ncclNet_v11_t* n = net_.net;
+  reapHellos();
   for (auto& in : incoming_) {
     if (in->mh) n->deregMr(in->recvComm, in->mh);
     n->closeRecv(in->recvComm);
@@ -132,6 +133,10 @@ Result<std::unique_ptr<Connection>> NetTransport::connect(const CommContext& ctx
                      std::to_string(peer) + " (" + (*ctx.peers)[peer].hostname + ")";
   auto conn = std::make_unique<NetConnection>(net_.net, p->sendComm, p->recvComm, peer, slots,
                                               slotBytes, desc);
+  conn->setAbortFlag(ctx.abortFlag);
+  const PeerInfo& me = (*ctx.peers)[ctx.rank];
+  const PeerInfo& them = (*ctx.peers)[peer];
+  conn->setCloseExchange(!(me.hostHash == them.hostHash && me.pid == them.pid));
   FERRY_TRY(conn->init());
   return std::unique_ptr<Connection>(std::move(conn));
 }

@@ -75,6 +75,7 @@ class NetTransport : public Transport {
   Pair& pairFor(const CommContext& ctx, int peer);
   Status check(ncclResult_t r, const char* call, const std::string& where);
   void closeAll();
+  void reapHellos();
 
   std::mutex mu_;
   bool opened_ = false;

@@ -12,6 +12,7 @@ namespace {
 struct Req {
   bool isSend = false;
   bool done = false;
+  bool tested = false;  // test() reported it done
   char* data = nullptr;
   size_t size = 0;      // send: bytes; recv: capacity, then received
   bool tooBig = false;
@@ -50,6 +51,7 @@ Knobs gKnobs;
 std::map<int, Listener*> gListeners;
 int gNextId = 1;
 int gOpen = 0;
+int gInflightCloses = 0;
 
 ncclResult_t init(void** ctx, uint64_t, ncclNetCommConfig_v11_t*, ncclDebugLogger_t,
                   ncclProfilerCallback_t) {
@@ -133,11 +135,17 @@ ncclResult_t test(void* req, int* done, int* size) {
   if (r->tooBig) return ncclInternalError;
   if (!r->done && r->ch->closed) return ncclRemoteError;  // the peer went away
   *done = r->done;
+  r->tested = r->done;
   if (r->done && size) *size = static_cast<int>(r->size);
   return ncclSuccess;
 }
 ncclResult_t closeComm(void* c) {
   auto* comm = static_cast<Comm*>(c);
+  for (auto& r : comm->reqs)
+    if (!r->tested) {
+      gInflightCloses++;
+      break;
+    }
   comm->ch->closed = true;
   delete comm;
   gOpen--;
@@ -160,5 +168,7 @@ const ncclNet_v11_t kNet = {
 Knobs& knobs() { return gKnobs; }
 const ncclNet_v11_t* net() { return &kNet; }
 int openComms() { return gOpen; }
+int inflightCloses() { return gInflightCloses; }
+void resetInflightCloses() { gInflightCloses = 0; }
 
 }  // namespace ferry::fakenet

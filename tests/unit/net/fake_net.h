@@ -20,5 +20,9 @@ Knobs& knobs();
 const ncclNet_v11_t* net();
 // Channels opened and not closed (leak check).
 int openComms();
+// Comms closed while a request was in flight (posted and not yet tested
+// complete), and a reset for it.
+int inflightCloses();
+void resetInflightCloses();
 
 }  // namespace ferry::fakenet

@@ -1,18 +1,47 @@
 // NetConnection over the in-process fake network: ordering, exact bytes,
-// "not now" retries, errors and closing.
+// "not now" retries, errors and closing (the close exchange: no comm may be
+// closed with a request in flight).
 #include "transports/net/net_connection.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cstring>
 #include <memory>
 
+#include "core/config.h"
+#include "core/wait.h"
 #include "fake_net.h"
 
 namespace ferry::net {
 namespace {
 
-using Pair = std::pair<std::unique_ptr<NetConnection>, std::unique_ptr<NetConnection>>;
+// Both ends run their close exchange in this one thread; then the end that
+// finished first is destroyed first (a failed end finishes at once, and its
+// close makes the other end's requests fail).
+void closeBoth(std::unique_ptr<NetConnection>& a, std::unique_ptr<NetConnection>& b) {
+  bool overA = !a, overB = !b, ok = false, moved = false;
+  for (int i = 0; i < 100000 && !(overA && overB); ++i) {
+    if (!overA) overA = a->closeStep(&moved, &ok);
+    if (!overB) overB = b->closeStep(&moved, &ok);
+  }
+  if (overA) {
+    a.reset();
+    b.reset();
+  } else {
+    b.reset();
+    a.reset();
+  }
+}
+
+// Two ends that close together when the test's scope ends.
+struct Pair {
+  std::unique_ptr<NetConnection> a, b;
+  Pair(std::unique_ptr<NetConnection> x, std::unique_ptr<NetConnection> y)
+      : a(std::move(x)), b(std::move(y)) {}
+  Pair(Pair&&) = default;
+  ~Pair() { closeBoth(a, b); }
+};
 
 // Two connected ends a <-> b, each with K slots of slotBytes.
 Pair makePair(int slots, size_t slotBytes) {
@@ -61,11 +90,23 @@ bool recvPiece(NetConnection& c, uint8_t seed, size_t bytes) {
 
 class NetConnectionTest : public ::testing::Test {
  protected:
-  void SetUp() override { fakenet::knobs() = {}; }
+  void SetUp() override {
+    fakenet::knobs() = {};
+    fakenet::resetInflightCloses();
+    // A close exchange that cannot finish gives up after this long.
+    setenv("FERRY_TIMEOUT_MS", "2000", 1);
+    config::reload();
+  }
   void TearDown() override {
     fakenet::knobs() = {};
     EXPECT_EQ(fakenet::openComms(), 0);
+    if (cleanClose_) {
+      EXPECT_EQ(fakenet::inflightCloses(), 0) << "a comm was closed with requests in flight";
+    }
+    unsetenv("FERRY_TIMEOUT_MS");
+    config::reload();
   }
+  bool cleanClose_ = true;  // failure tests close with requests in flight on purpose
 };
 
 TEST_F(NetConnectionTest, PiecesArriveInOrderBothWays) {
@@ -120,6 +161,7 @@ TEST_F(NetConnectionTest, NullRequestsAreRetried) {
 }
 
 TEST_F(NetConnectionTest, PluginErrorIsLatchedAndNamesThePeer) {
+  cleanClose_ = false;
   auto [a, b] = makePair(2, 128);
   EXPECT_TRUE(sendPiece(*a, 1, 10));
   fakenet::knobs().failTests = true;
@@ -134,6 +176,7 @@ TEST_F(NetConnectionTest, PluginErrorIsLatchedAndNamesThePeer) {
 }
 
 TEST_F(NetConnectionTest, MarkFailedMakesThePeerFail) {
+  cleanClose_ = false;
   auto [a, b] = makePair(2, 128);
   a->markFailed();
   RecvPiece p;
@@ -142,13 +185,60 @@ TEST_F(NetConnectionTest, MarkFailedMakesThePeerFail) {
   EXPECT_EQ(a->trySend(&slot).code(), Code::kRemote);
 }
 
-TEST_F(NetConnectionTest, DestructorDeliversQueuedPieces) {
+TEST_F(NetConnectionTest, CloseDeliversQueuedPieces) {
   auto [a, b] = makePair(4, 256);
   fakenet::knobs().nullIsends = 50;  // the pieces are still queued when a closes
   for (uint8_t s = 0; s < 4; ++s) ASSERT_TRUE(sendPiece(*a, s, 200));
   EXPECT_FALSE(a->sendsDrained());
-  a.reset();
-  for (uint8_t s = 0; s < 4; ++s) EXPECT_TRUE(recvPiece(*b, s, 200));
+  bool over = false, ok = false, moved = false;
+  int got = 0;
+  for (int i = 0; i < 10000 && got < 4; ++i) {
+    if (!over) over = a->closeStep(&moved, &ok);
+    if (recvPiece(*b, uint8_t(got), 200)) got++;
+  }
+  EXPECT_EQ(got, 4);
+  EXPECT_FALSE(over) << "a's exchange cannot finish before b takes part";
+}
+
+TEST_F(NetConnectionTest, CloseExchangeCompletesEveryRequest) {
+  auto [a, b] = makePair(4, 256);
+  for (uint8_t s = 0; s < 6; ++s) {
+    ASSERT_TRUE(sendPiece(*a, s, 100));
+    while (!recvPiece(*b, s, 100)) ASSERT_TRUE(a->progress().isOk());
+  }
+  bool overA = false, overB = false, okA = false, okB = false, moved = false;
+  for (int i = 0; i < 10000 && !(overA && overB); ++i) {
+    if (!overA) overA = a->closeStep(&moved, &okA);
+    if (!overB) overB = b->closeStep(&moved, &okB);
+  }
+  EXPECT_TRUE(overA && okA);
+  EXPECT_TRUE(overB && okB);
+  EXPECT_EQ(a->requestsInFlight(), 0);
+  EXPECT_EQ(b->requestsInFlight(), 0);
+}
+
+TEST_F(NetConnectionTest, CloseDropsPiecesNobodyReceived) {
+  auto [a, b] = makePair(3, 256);
+  ASSERT_TRUE(sendPiece(*a, 1, 24));  // the close header's size
+  ASSERT_TRUE(sendPiece(*a, 2, 100));
+  // b never consumes them; the exchange drops them and still ends clean.
+}
+
+TEST_F(NetConnectionTest, CloseRetriesNullRequests) {
+  auto [a, b] = makePair(2, 128);
+  fakenet::knobs().nullIsends = 9;
+  fakenet::knobs().nullIrecvs = 9;
+}
+
+TEST_F(NetConnectionTest, CloseWithASilentPeerIsBounded) {
+  cleanClose_ = false;
+  auto [a, b] = makePair(2, 128);
+  int64_t t0 = nowMs();
+  a.reset();  // b never runs its exchange: a gives up after FERRY_TIMEOUT_MS (2 s)
+  int64_t ms = nowMs() - t0;
+  EXPECT_GE(ms, 1800);
+  EXPECT_LE(ms, 10000);
+  EXPECT_EQ(fakenet::inflightCloses(), 1);
 }
 
 TEST_F(NetConnectionTest, OversizePieceIsRejected) {

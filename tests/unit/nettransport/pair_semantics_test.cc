@@ -86,6 +86,10 @@ TEST(NetPair, EightMiBThroughDefaultSlots) {
   }
 }
 
+// A rank that destroys its connection while the peer still expects pieces:
+// its close exchange waits for the peer (in a thread here), the peer gets
+// what was sent, then a remote error naming the close; once the peer's end
+// goes too, the exchange ends (the peer's comm closed) well before its deadline.
 TEST(NetPair, PieceInFlightIsDeliveredThenPeerCloseIsARemoteError) {
   ThreadComm comm(2);
   ASSERT_TRUE(connectPair(comm).isOk());
@@ -98,16 +102,20 @@ TEST(NetPair, PieceInFlightIsDeliveredThenPeerCloseIsARemoteError) {
   ASSERT_TRUE(c1.commitSend(3).isOk());
   Waiter w(nullptr, 5000, "drain");
   while (!c1.sendsDrained()) ASSERT_TRUE(w.idle().isOk());
-  comm.conns[1][0].reset();  // rank 1 is done and goes away
+  int64_t t0 = nowMs();
+  std::thread leaver([&] { comm.conns[1][0].reset(); });  // rank 1 is done and goes away
   RecvPiece p;
   ASSERT_TRUE(waitPiece(c0, &p, 5000).isOk());
   EXPECT_EQ(std::string(static_cast<const char*>(p.data), p.size), "abc");
   ASSERT_TRUE(c0.releaseRecv().isOk());
   Status s = waitPiece(c0, &p, 5000);
   EXPECT_EQ(s.code(), Code::kRemote) << s.message();
-  EXPECT_EQ(s.message(), "network test(recv) failed (ncclRemoteError 6) on Socket/0 rank 1 (host1)");
+  EXPECT_EQ(s.message(), "rank 1 closed the connection (its communicator was destroyed) on Socket/0 rank 1 (host1)");
   EXPECT_EQ(c0.progress().code(), Code::kRemote);  // sticky
   EXPECT_FALSE(c0.sendsDrained());
+  comm.conns[0][1].reset();
+  leaver.join();
+  EXPECT_LT(nowMs() - t0, 5000);
 }
 
 TEST(NetPair, PeerThatClosedAfterItsWorkIsOnlyAnErrorForRecv) {
@@ -115,7 +123,8 @@ TEST(NetPair, PeerThatClosedAfterItsWorkIsOnlyAnErrorForRecv) {
   ASSERT_TRUE(connectPair(comm).isOk());
   auto st = runThreads(2, [&](int r) { return exchange(*comm.conns[r][1 - r], r, 1 - r, 6, 4096, 5000); });
   ASSERT_TRUE(st[0].isOk() && st[1].isOk()) << st[0].message() << st[1].message();
-  comm.conns[0][1].reset();  // rank 0 is done and destroys its communicator
+  // Rank 0 is done and destroys its communicator (its close waits for rank 1).
+  std::thread leaver([&] { comm.conns[0][1].reset(); });
   Connection& c1 = *comm.conns[1][0];
   // The close is surely seen by now; progress and sendsDrained stay fine.
   for (int i = 0; i < 200; i++) {
@@ -126,7 +135,25 @@ TEST(NetPair, PeerThatClosedAfterItsWorkIsOnlyAnErrorForRecv) {
   RecvPiece p;
   Status s = waitPiece(c1, &p, 5000);
   EXPECT_EQ(s.code(), Code::kRemote) << s.message();
-  EXPECT_EQ(s.message(), "network test(recv) failed (ncclRemoteError 6) on Socket/0 rank 0 (host0)");
+  EXPECT_EQ(s.message(), "rank 0 closed the connection (its communicator was destroyed) on Socket/0 rank 0 (host0)");
+  comm.conns[1][0].reset();
+  leaver.join();
+}
+
+// Both ends close together after their work: the close exchange completes
+// every request (no WARN about requests in flight) and takes far less than
+// its deadline.
+TEST(NetPair, BothEndsCloseTogetherQuickly) {
+  ThreadComm comm(2);
+  ASSERT_TRUE(connectPair(comm).isOk());
+  auto st = runThreads(2, [&](int r) { return exchange(*comm.conns[r][1 - r], r, 1 - r, 20, 8192, 5000); });
+  ASSERT_TRUE(st[0].isOk() && st[1].isOk()) << st[0].message() << st[1].message();
+  int64_t t0 = nowMs();
+  runThreads(2, [&](int r) {
+    comm.conns[r][1 - r].reset();
+    return Status::ok();
+  });
+  EXPECT_LT(nowMs() - t0, 2000);
 }
 
 // Stage `count` full slots (waiting for free ones). A Socket receiver moves
@@ -176,17 +203,24 @@ TEST(NetPair, DestructorFlushesStagedPieces) {
   stageSlots(c0, slot, 'a', 4);  // 32 MiB: far more than the kernel takes
   EXPECT_FALSE(c0.sendsDrained());
   Status rs;
-  std::thread reader([&] { rs = readPieces(*comm.conns[1][0], slot, 'a', 4, 100); });
+  // The reader takes the pieces, then closes its end (the close exchange
+  // needs both ends).
+  std::thread reader([&] {
+    rs = readPieces(*comm.conns[1][0], slot, 'a', 4, 100);
+    comm.conns[1][0].reset();
+  });
   int64_t t0 = nowMs();
   comm.conns[0][1].reset();  // the reader starts while we are in the destructor
   int64_t closeMs = nowMs() - t0;
   reader.join();
   EXPECT_TRUE(rs.isOk()) << rs.message();
   EXPECT_GE(closeMs, 90);  // it did wait for the reader
+  EXPECT_LT(closeMs, 10000);  // and not for its deadline
 }
 
 // The contract the executor relies on: once sendsDrained() is true we may
-// destroy our side and the peer still gets everything.
+// destroy our side and the peer still gets everything (the destructor's
+// close exchange ends when the peer, done reading, closes its end too).
 TEST(NetPair, OnceDrainedThePeerNeedsNothingMoreFromUs) {
   const size_t slot = 4 << 20;
   ScopedEnv e("FERRY_NET_SLOT_BYTES", std::to_string(slot));
@@ -194,7 +228,10 @@ TEST(NetPair, OnceDrainedThePeerNeedsNothingMoreFromUs) {
   ASSERT_TRUE(connectPair(comm).isOk());
   Connection& c0 = *comm.conns[0][1];
   Status rs;
-  std::thread reader([&] { rs = readPieces(*comm.conns[1][0], slot, 'k', 6, 50); });
+  std::thread reader([&] {
+    rs = readPieces(*comm.conns[1][0], slot, 'k', 6, 50);
+    comm.conns[1][0].reset();
+  });
   stageSlots(c0, slot, 'k', 6);
   Waiter w(nullptr, 10000, "sender");
   while (!c0.sendsDrained()) ASSERT_TRUE(w.idle().isOk());

@@ -1,0 +1,151 @@
+// NetConnection's close exchange (see net_connection.h, "Closing").
+#include <array>
+#include <cstring>
+
+#include "core/config.h"
+#include "core/log.h"
+#include "core/wait.h"
+#include "transports/net/net_connection.h"
+
+namespace ferry::net {
+namespace {
+
+// The only messages a closing connection sends after its data pieces.
+struct CloseMsg {
+  uint64_t magic;
+  uint32_t kind;
+  uint32_t count;  // header: receives the sender posts after our header arrives
+  uint64_t check;
+};
+constexpr uint64_t kCloseMagic = 0x534c435952524546ull;  // "FERRYCLS" in memory
+constexpr uint32_t kHeader = 1;
+constexpr uint32_t kFiller = 2;
+// A peer announcing more fillers than this is not a Ferry peer.
+constexpr uint32_t kMaxFillers = 1u << 16;
+
+uint64_t checksum(const CloseMsg& m) {
+  return (m.magic ^ (uint64_t{m.kind} << 32 | m.count)) * 0x9e3779b97f4a7c15ull;
+}
+
+bool parse(const RecvPiece& p, CloseMsg* m) {
+  if (p.isRef || p.size != sizeof(CloseMsg)) return false;
+  std::memcpy(m, p.data, sizeof(CloseMsg));
+  return m->magic == kCloseMagic && m->check == checksum(*m);
+}
+
+}  // namespace
+
+bool NetConnection::isCloseHeader(const void* data, size_t size) {
+  RecvPiece p;
+  p.data = data;
+  p.size = size;
+  CloseMsg m{};
+  return parse(p, &m) && m.kind == kHeader;
+}
+
+// Queues one close message behind whatever is queued; false when no send
+// slot is free right now.
+bool NetConnection::queueCloseMsg(uint32_t kind, uint32_t count) {
+  SendSlot slot;
+  if (!trySend(&slot).isOk() || !slot.data) return false;
+  CloseMsg m{kCloseMagic, kind, count, 0};
+  m.check = checksum(m);
+  std::memcpy(slot.data, &m, sizeof(m));
+  return commitSend(sizeof(m)).isOk();
+}
+
+// Takes every piece that has arrived: data pieces before the peer's header
+// are dropped, its header sets how many fillers we owe, and after it only
+// fillers arrive, for the receives we posted after the header.
+Status NetConnection::takeCloseMsgs(bool* moved) {
+  for (;;) {
+    RecvPiece p;
+    FERRY_TRY(tryRecv(&p));
+    if (!p.ready) return Status::ok();
+    *moved = true;
+    CloseMsg m{};
+    bool isClose = parse(p, &m);
+    if (peerFillers_ < 0) {
+      if (isClose && m.kind == kHeader && m.count >= 1 && m.count <= kMaxFillers) {
+        peerFillers_ = static_cast<int>(m.count);
+        // Receives posted after the header (recvPosted_ - 1 now) plus the
+        // budget make exactly the K our own header announced.
+        recvBudget_ = nslots_ - (recvPosted_ - 1);
+      } else {
+        strayPieces_++;
+      }
+    } else {
+      if (!isClose || m.kind != kFiller) {
+        FERRY_WARN("net: %s: unexpected message after the peer's close header", describe_.c_str());
+      }
+      fillersGot_++;
+    }
+    FERRY_TRY(releaseRecv());
+  }
+}
+
+bool NetConnection::closeStep(bool* moved, bool* ok) {
+  *ok = false;
+  if (closeOver_ || !error_.isOk() || (!sendComm_ && !recvComm_)) {
+    closeOver_ = true;
+    *ok = error_.isOk() && requestsInFlight() == 0;
+    return true;
+  }
+  if (!closing_) {
+    closing_ = true;
+    slotOut_ = false;  // a slot handed out and never committed is not sent
+  }
+  auto snapshot = [this] {
+    return std::array<int, 5>{sendCount_, sendPosted_, recvHead_, recvPosted_, fillersQueued_};
+  };
+  std::array<int, 5> before = snapshot();
+  if (!headerQueued_ && queueCloseMsg(kHeader, static_cast<uint32_t>(nslots_))) headerQueued_ = true;
+  while (headerQueued_ && fillersQueued_ < peerFillers_ && queueCloseMsg(kFiller, 0)) fillersQueued_++;
+  Status st = progress();
+  if (st.isOk()) st = takeCloseMsgs(moved);
+  if (!st.isOk()) {
+    closeOver_ = true;
+    return true;
+  }
+  if (before != snapshot()) *moved = true;
+  bool done = headerQueued_ && peerFillers_ >= 0 && fillersQueued_ == peerFillers_ &&
+              sendCount_ == 0 && fillersGot_ == nslots_ && recvPosted_ == 0;
+  if (!done) return false;
+  closeOver_ = true;
+  *ok = requestsInFlight() == 0;
+  if (strayPieces_ > 0) {
+    FERRY_WARN("net: %s: dropped %d data pieces that arrived after the last operation",
+               describe_.c_str(), strayPieces_);
+  }
+  return true;
+}
+
+// The destructor's blocking form: steps until done, a plugin error (a dead
+// peer), the abort flag, or FERRY_TIMEOUT_MS without progress.
+void NetConnection::drainAtClose() {
+  int64_t timeoutMs = config::getInt(config::Param::kTimeoutMs);
+  Waiter w(abortFlag_, timeoutMs, "closing a network connection");
+  for (;;) {
+    bool moved = false, ok = false;
+    if (closeStep(&moved, &ok)) {
+      if (!ok && error_.isOk()) {
+        FERRY_WARN("net: %s: the close exchange ended early (%d requests in flight)",
+                   describe_.c_str(), requestsInFlight());
+      }
+      return;
+    }
+    if (moved) {
+      w.progressed();
+      continue;
+    }
+    Status st = w.idle();
+    if (!st.isOk()) {
+      FERRY_WARN("net: %s: close exchange: %s (header %s, %d of %d fillers in, %d pieces unsent)",
+                 describe_.c_str(), st.message().c_str(),
+                 peerFillers_ < 0 ? "not in" : "in", fillersGot_, nslots_, sendCount_);
+      return;
+    }
+  }
+}
+
+}  // namespace ferry::net
