@@ -116,6 +116,13 @@ class Connection {
   virtual void markFailed() {}
   // An error if the peer has reported a failure (without consuming anything).
   virtual Status health() { return Status::ok(); }
+
+  // Teardown in steps, so a communicator closes all its connections together
+  // under one deadline (a peer may destroy its communicators in another
+  // order): true once this connection can be destroyed without waiting;
+  // *moved when something progressed. After a false, markFailed() makes the
+  // destructor close at once.
+  virtual bool stepClose(bool* moved) { return true; }
   // The same, telling the peer why when the transport can (shared memory
   // does): a rank that caught a usage error (ranks running different
   // operations) makes its peers fail with that code too, not a remote error.

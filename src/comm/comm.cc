@@ -40,7 +40,30 @@ Comm::Comm(int rank, int nranks, CommConfig config)
 Comm::~Comm() {
   joinInit();
   plans_.clear();
+  closeConnections();
   for (auto& c : conns_) c.reset();
+}
+
+// All connections step their close together under one deadline, so a peer
+// that destroys its communicators in another order costs one timeout per
+// communicator at most, not one per connection.
+void Comm::closeConnections() {
+  Waiter w(&abort_, config::getInt(config::Param::kCloseTimeoutMs), "closing connections");
+  for (;;) {
+    bool moved = false, done = true;
+    for (auto& c : conns_)
+      if (c && !c->stepClose(&moved)) done = false;
+    if (done) return;
+    if (moved) {
+      w.progressed();
+      continue;
+    }
+    if (!w.idle().isOk()) break;
+  }
+  FERRY_WARN("rank %d: peers did not finish closing within FERRY_CLOSE_TIMEOUT_MS; closing with "
+             "requests in flight", rank_);
+  for (auto& c : conns_)
+    if (c) c->markFailed();
 }
 
 void Comm::initAsync(const ncclUniqueId& id) {

@@ -119,6 +119,7 @@ class Comm final : public ConnectionSource {
  private:
   Status setupPeers();
   Status openBoard();
+  void closeConnections();
   void logTopology() const;
   Status loadTopology();
 

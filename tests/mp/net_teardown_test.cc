@@ -204,6 +204,42 @@ TEST(MpNetTeardown, PeerGoneWithoutDestroyDoesNotDelayDestroy) {
   EXPECT_RANKS_OK(res);
 }
 
+// Ranks that destroy two communicators in opposite orders over 4 simulated
+// nodes: each rank's first destroy waits for peers that are destroying the
+// other communicator. Every communicator closes all its connections under one
+// deadline (FERRY_CLOSE_TIMEOUT_MS, 1.5 s here), so both destroys end within
+// about two deadlines, not one per connection or FERRY_TIMEOUT_MS, and the
+// later AllReduce-free teardown never hangs.
+TEST(MpNetTeardown, OppositeDestroyOrdersAreBounded) {
+  RunOptions o;
+  o.timeoutSec = 60;
+  o.env = socketOnly();
+  o.env["FERRY_TIMEOUT_MS"] = "30000";
+  o.env["FERRY_CLOSE_TIMEOUT_MS"] = "1500";
+  o.rankEnv.resize(4);
+  for (int r = 0; r < 4; ++r) o.rankEnv[r]["NCCL_HOSTID"] = "order-node-" + std::to_string(r);
+  RunResult res = runRanks(
+      4,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t a = nullptr, b = nullptr;
+        MP_NCCL(initComm(&a, n, id, rank));
+        MP_NCCL(ncclCommSplit(a, 0, rank, &b, nullptr));
+        MP_TRY(allReduces(a, rank, n));
+        MP_TRY(allReduces(b, rank, n));
+        int64_t t0 = monoNs();
+        MP_NCCL(ncclCommDestroy(rank % 2 ? b : a));
+        MP_NCCL(ncclCommDestroy(rank % 2 ? a : b));
+        int64_t ms = (monoNs() - t0) / 1000000;
+        harnessSetValue(0, ms);
+        MP_CHECK(ms < 8000, "rank %d: destroying both took %lld ms", rank, (long long)ms);
+        return 0;
+      },
+      o);
+  EXPECT_RANKS_OK(res);
+  for (const RankResult& r : res.ranks)
+    std::printf("rank %d: both destroys took %lld ms\n", r.rank, (long long)r.values[0]);
+}
+
 #ifdef FERRY_HAVE_UCX
 Env ucxOnly() { return {{"NCCL_NET_PLUGIN", "none"}, {"NCCL_NET", "UCX"}}; }
 TEST(MpNetTeardown, UcxTwoIds) { runTeardown("ucx-ids", Second::kTwoIds, ucxOnly(), "UCX"); }

@@ -120,10 +120,21 @@ bool NetConnection::closeStep(bool* moved, bool* ok) {
   return true;
 }
 
-// The destructor's blocking form: steps until done, a plugin error (a dead
+bool NetConnection::stepClose(bool* moved) {
+  if (!error_.isOk() || !closeExchange_ || closeOver_) return true;
+  bool ok = false;
+  if (!closeStep(moved, &ok)) return false;
+  if (!ok && error_.isOk())
+    FERRY_WARN("net: %s: the close exchange ended early (%d requests in flight)", describe_.c_str(),
+               requestsInFlight());
+  return true;
+}
+
+// The destructor's blocking form (when the communicator did not step it): steps until done, a plugin error (a dead
 // peer), the abort flag, or FERRY_TIMEOUT_MS without progress.
 void NetConnection::drainAtClose() {
-  int64_t timeoutMs = config::getInt(config::Param::kTimeoutMs);
+  if (closeOver_) return;
+  int64_t timeoutMs = config::getInt(config::Param::kCloseTimeoutMs);
   Waiter w(abortFlag_, timeoutMs, "closing a network connection");
   for (;;) {
     bool moved = false, ok = false;

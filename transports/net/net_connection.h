@@ -89,6 +89,7 @@ class NetConnection : public Connection {
   // True once it is over: *ok says whether every request completed. After
   // it, the connection carries no more pieces. *moved: something progressed.
   bool closeStep(bool* moved, bool* ok);
+  bool stepClose(bool* moved) override;
   // Requests posted to the plugin and not yet tested complete.
   int requestsInFlight() const;
 
