@@ -27,12 +27,12 @@
 // closed. Stray data pieces still arriving before the header are dropped.
 // A header that tryRecv meets outside a close (the peer destroyed its
 // communicator while this side still expects pieces) is a remote error.
-// The exchange is bounded: FERRY_TIMEOUT_MS without progress, the abort flag,
-// or a plugin error (a dead peer) end it. Both ends of a pair must close at
-// about the same time; a communicator destroys its connections in peer order
-// (src/comm), which makes every rank's sequence of pairs increasing, so no
-// cycle of waits. Ranks that destroy two communicators in opposite orders do
-// wait for each other until FERRY_TIMEOUT_MS.
+// The exchange is bounded: FERRY_CLOSE_TIMEOUT_MS without progress, the
+// abort flag, or a plugin error (a dead peer) end it. A communicator steps
+// the close of all its connections together (stepClose, src/comm) under one
+// such deadline, so no cycle of waits between pairs; ranks that destroy two
+// communicators in opposite orders wait for each other until that deadline
+// once, then close with requests in flight (WARN).
 //
 // A failed connection (plugin error, markFailed on abort or a failed
 // collective), a connection to a rank of this same process (see
