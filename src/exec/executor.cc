@@ -27,7 +27,7 @@ void Executor::rebind(void* input, void* output, const ReduceSpec& reduce) {
 Status Executor::start(ConnectionSource& source, const OpInfo* info) {
   if (!resolved_) FERRY_TRY(resolve(source));
   for (LaneState& l : lanes_) l = LaneState{};
-  for (PeerCheck& pc : check_) pc.sendPending = pc.recvPending = false;
+  for (int peer : checkPeers_) check_[peer].sendPending = check_[peer].recvPending = false;
   if (info) armChecks(source, *info);
   lanesDone_ = 0;
   refConns_.clear();
@@ -58,24 +58,38 @@ Status Executor::resolve(ConnectionSource& source) {
       }
     }
   }
+  checkPeers_.clear();
+  for (size_t p = 0; p < check_.size(); ++p)
+    if (check_[p].sendBytes > 0 || check_[p].recvBytes > 0) checkPeers_.push_back(static_cast<int>(p));
+  armed_ = false;
   resolved_ = true;
   return Status::ok();
 }
 
+// Runs once per operation, so it only stamps the sequence numbers into
+// descriptors built when the call's arguments last changed (a cached
+// executor usually runs the same call again).
 void Executor::armChecks(ConnectionSource& source, const OpInfo& info) {
   self_ = info.self;
-  for (size_t p = 0; p < check_.size(); ++p) {
-    PeerCheck& pc = check_[p];
-    int peer = static_cast<int>(p);
+  bool same = armed_ && info.kind == lastInfo_.kind && info.count == lastInfo_.count &&
+              info.root == lastInfo_.root && info.dtype == lastInfo_.dtype && info.op == lastInfo_.op;
+  for (int peer : checkPeers_) {
+    PeerCheck& pc = check_[peer];
     if (pc.sendBytes > 0) {
-      pc.out = makeDescriptor(info, source.nextPairSeq(peer, true), pc.sendBytes);
+      if (!same) pc.out = makeDescriptor(info, 0, pc.sendBytes);
+      pc.out.pairSeq = source.nextPairSeq(peer, true);
+      pc.out.collSeq = info.collSeq;
       pc.sendPending = true;
     }
     if (pc.recvBytes > 0) {
-      pc.expect = makeDescriptor(info, source.nextPairSeq(peer, false), pc.recvBytes);
+      if (!same) pc.expect = makeDescriptor(info, 0, pc.recvBytes);
+      pc.expect.pairSeq = source.nextPairSeq(peer, false);
+      pc.expect.collSeq = info.collSeq;
       pc.recvPending = true;
     }
   }
+  lastInfo_ = info;
+  armed_ = true;
 }
 
 char* Executor::payload(int peer, const SendSlot& slot, size_t* capacity) {
@@ -98,8 +112,12 @@ Status Executor::commitSlot(int peer, Connection* c, size_t payloadBytes) {
 Status Executor::takeDescriptor(LaneState& st, int peer) {
   PeerCheck& pc = check_[peer];
   const RecvPiece& p = st.piece;
-  FERRY_TRY(checkDescriptor(p.isRef ? nullptr : p.data, p.isRef ? 0 : p.size, pc.expect, self_,
-                            peer));
+  // The descriptor has no padding: equal bytes mean the same operation.
+  bool match = !p.isRef && p.size >= sizeof(OpDescriptor) &&
+               std::memcmp(p.data, &pc.expect, sizeof(OpDescriptor)) == 0;
+  if (!match)
+    FERRY_TRY(checkDescriptor(p.isRef ? nullptr : p.data, p.isRef ? 0 : p.size, pc.expect, self_,
+                              peer));
   pc.recvPending = false;
   st.consumed = sizeof(OpDescriptor);
   return Status::ok();

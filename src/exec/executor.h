@@ -138,6 +138,9 @@ class Executor {
   std::vector<LaneState> lanes_;
   std::vector<Connection*> conns_;   // indexed by peer rank (nullptr: unused)
   std::vector<PeerCheck> check_;     // indexed by peer rank
+  std::vector<int> checkPeers_;      // peers this schedule moves bytes with
+  OpInfo lastInfo_;                  // the call the descriptors were built for
+  bool armed_ = false;
   std::set<Connection*> refConns_;   // connections we sent references on
   std::vector<char> temp_;
   std::vector<char> scratch_;        // Schedule::scratchBytes
