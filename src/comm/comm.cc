@@ -146,12 +146,12 @@ Status Comm::openBoard() {
   Result<std::unique_ptr<FailureBoard>> b = FailureBoard::open(ctx_.commHash);
   if (!b.isOk())  // still correct without it, only slower to report failures
     FERRY_WARN("rank %d: no failure board: %s", rank_, b.status().message().c_str());
-  FERRY_TRY(bootstrap_->barrier());
+  Status st = bootstrap_->barrier();
   if (b.isOk()) {
     board_ = b.take();
-    board_->unlink();
+    board_->unlink();  // also when the barrier failed: leave nothing in /dev/shm
   }
-  return Status::ok();
+  return st;
 }
 
 void Comm::logTopology() const {

@@ -66,32 +66,7 @@ Status Executor::resolve(ConnectionSource& source) {
   return Status::ok();
 }
 
-// Runs once per operation, so it only stamps the sequence numbers into
-// descriptors built when the call's arguments last changed (a cached
-// executor usually runs the same call again).
-void Executor::armChecks(ConnectionSource& source, const OpInfo& info) {
-  self_ = info.self;
-  bool same = armed_ && info.kind == lastInfo_.kind && info.count == lastInfo_.count &&
-              info.root == lastInfo_.root && info.dtype == lastInfo_.dtype && info.op == lastInfo_.op;
-  for (int peer : checkPeers_) {
-    PeerCheck& pc = check_[peer];
-    if (pc.sendBytes > 0) {
-      if (!same) pc.out = makeDescriptor(info, 0, pc.sendBytes);
-      pc.out.pairSeq = source.nextPairSeq(peer, true);
-      pc.out.collSeq = info.collSeq;
-      pc.sendPending = true;
-    }
-    if (pc.recvBytes > 0) {
-      if (!same) pc.expect = makeDescriptor(info, 0, pc.recvBytes);
-      pc.expect.pairSeq = source.nextPairSeq(peer, false);
-      pc.expect.collSeq = info.collSeq;
-      pc.recvPending = true;
-    }
-  }
-  lastInfo_ = info;
-  armed_ = true;
-}
-
+// Send side of the operation check (executor_checks.cc has the rest).
 char* Executor::payload(int peer, const SendSlot& slot, size_t* capacity) {
   char* data = static_cast<char*>(slot.data);
   if (!check_[peer].sendPending) {
@@ -107,20 +82,6 @@ Status Executor::commitSlot(int peer, Connection* c, size_t payloadBytes) {
   size_t extra = check_[peer].sendPending ? sizeof(OpDescriptor) : 0;
   check_[peer].sendPending = false;
   return c->commitSend(payloadBytes + extra);
-}
-
-Status Executor::takeDescriptor(LaneState& st, int peer) {
-  PeerCheck& pc = check_[peer];
-  const RecvPiece& p = st.piece;
-  // The descriptor has no padding: equal bytes mean the same operation.
-  bool match = !p.isRef && p.size >= sizeof(OpDescriptor) &&
-               std::memcmp(p.data, &pc.expect, sizeof(OpDescriptor)) == 0;
-  if (!match)
-    FERRY_TRY(checkDescriptor(p.isRef ? nullptr : p.data, p.isRef ? 0 : p.size, pc.expect, self_,
-                              peer));
-  pc.recvPending = false;
-  st.consumed = sizeof(OpDescriptor);
-  return Status::ok();
 }
 
 std::vector<int> Executor::activePeers() const {

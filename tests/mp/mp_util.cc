@@ -342,4 +342,14 @@ std::string resultName(ncclResult_t r) {
   return "ncclResult_t(" + std::to_string(i) + ")";
 }
 
+int logFilesWith(const std::string& dir, const std::string& tag, const std::string& text) {
+  int hits = 0;
+  std::string cmd = "grep -l -F -- '" + text + "' " + dir + "/" + tag + ".* 2>/dev/null | wc -l";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  if (fscanf(p, "%d", &hits) != 1) hits = -1;
+  pclose(p);
+  return hits;
+}
+
 }  // namespace ferry::mp

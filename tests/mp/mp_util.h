@@ -98,6 +98,10 @@ ncclResult_t closeComm(ncclComm_t comm);
 
 std::string resultName(ncclResult_t r);
 
+// How many files <dir>/<tag>.* (per-rank NCCL_DEBUG_FILE logs) contain `text`;
+// -1 if that cannot be found out.
+int logFilesWith(const std::string& dir, const std::string& tag, const std::string& text);
+
 }  // namespace ferry::mp
 
 // Inside a rank body (or a helper returning int): on failure, record where

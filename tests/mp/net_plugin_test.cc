@@ -51,15 +51,8 @@ RunResult runOnTwoNodes(const std::string& tag, Env env) {
   return runRanks(4, collectivesBody, o);
 }
 
-// How many of the run's log files contain `text`.
 int filesWith(const std::string& tag, const std::string& text) {
-  int hits = 0;
-  std::string cmd = "grep -l -F -- '" + text + "' " + logDir() + "/" + tag + ".* 2>/dev/null | wc -l";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  if (fscanf(p, "%d", &hits) != 1) hits = -1;
-  pclose(p);
-  return hits;
+  return logFilesWith(logDir(), tag, text);
 }
 
 std::string lib(const char* name) { return std::string(FERRY_PLUGIN_DIR) + "/" + name; }

@@ -80,15 +80,8 @@ int teardownBody(int rank, int n, const ncclUniqueId& id, Second how) {
   return 0;
 }
 
-// How many of the run's log files contain `text`.
 int filesWith(const std::string& tag, const std::string& text) {
-  int hits = 0;
-  std::string cmd = "grep -l -F -- '" + text + "' " + logDir() + "/" + tag + ".* 2>/dev/null | wc -l";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  if (fscanf(p, "%d", &hits) != 1) hits = -1;
-  pclose(p);
-  return hits;
+  return logFilesWith(logDir(), tag, text);
 }
 
 void runTeardown(const std::string& tag, Second how, Env env, const std::string& netName,

@@ -89,14 +89,9 @@ TEST(BootstrapFlood, StrangersAtRankListenerDoNotDelayMessagesAndWarnsAreRateLim
   std::string logPath = tempLog("flood_p2p");
   test::ScopedEnv dbg("NCCL_DEBUG", "WARN");
   test::ScopedEnv file("NCCL_DEBUG_FILE", logPath);
-  ncclUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).isOk());
-  std::vector<std::unique_ptr<Bootstrap>> bs(2);
-  auto st = test::runThreads(2, [&](int rank) -> Status {
-    FERRY_ASSIGN(bs[rank], Bootstrap::create(id, rank, 2, nullptr, 60000));
-    return Status::ok();
-  });
-  ASSERT_TRUE(st[0].isOk() && st[1].isOk()) << st[0].message() << st[1].message();
+  auto pair = test::bootstrapPair(60000);
+  ASSERT_TRUE(pair.isOk()) << pair.status().message();
+  std::vector<std::unique_ptr<Bootstrap>> bs = pair.take();
   SockAddr target = bs[1]->peerAddrs()[1];
   std::vector<Socket> idle = test::idleConnections(target, kIdle);
   // 500 strangers that present a wrong secret.

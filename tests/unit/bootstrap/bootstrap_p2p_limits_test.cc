@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/wait.h"
 #include "tests/support/test_util.h"
+#include "tests/unit/bootstrap/flood_util.h"
 
 namespace ferry {
 namespace {
@@ -40,14 +41,9 @@ Socket forgeP2p(const SockAddr& to, uint64_t secret, int rank, int tag, uint64_t
 
 TEST(BootstrapP2pLimits, OversizedMessageAnnounceIsRefusedAtOnce) {
   test::ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
-  ncclUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).isOk());
-  std::vector<std::unique_ptr<Bootstrap>> bs(2);
-  auto st = test::runThreads(2, [&](int rank) -> Status {
-    FERRY_ASSIGN(bs[rank], Bootstrap::create(id, rank, 2, nullptr, 60000));
-    return Status::ok();
-  });
-  ASSERT_TRUE(st[0].isOk() && st[1].isOk()) << st[0].message() << st[1].message();
+  auto pair = test::bootstrapPair(60000);
+  ASSERT_TRUE(pair.isOk()) << pair.status().message();
+  std::vector<std::unique_ptr<Bootstrap>> bs = pair.take();
   SockAddr to = bs[1]->peerAddrs()[1];
   uint64_t secret = bs[1]->secret();
   long rss0 = maxRssMiB();

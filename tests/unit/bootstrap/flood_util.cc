@@ -9,9 +9,23 @@
 #include <fstream>
 #include <random>
 
+#include "bootstrap/unique_id.h"
 #include "bootstrap/wire.h"
+#include "tests/support/test_util.h"
 
 namespace ferry::test {
+
+Result<std::vector<std::unique_ptr<Bootstrap>>> bootstrapPair(int64_t timeoutMs) {
+  ncclUniqueId id;
+  FERRY_TRY(createUniqueId(&id));
+  std::vector<std::unique_ptr<Bootstrap>> bs(2);
+  auto st = runThreads(2, [&](int rank) -> Status {
+    FERRY_ASSIGN(bs[rank], Bootstrap::create(id, rank, 2, nullptr, timeoutMs));
+    return Status::ok();
+  });
+  for (const Status& s : st) FERRY_TRY(s);
+  return bs;
+}
 
 std::set<int> ownLoopbackListeners() {
   std::set<unsigned long> inodes;

@@ -10,9 +10,13 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/bootstrap.h"
 #include "net/socket.h"
 
 namespace ferry::test {
+
+// Ranks 0 and 1 of a new two-rank bootstrap, created on two threads.
+Result<std::vector<std::unique_ptr<Bootstrap>>> bootstrapPair(int64_t timeoutMs);
 
 // Ports of the TCP sockets this process listens on at 127.0.0.1.
 std::set<int> ownLoopbackListeners();
