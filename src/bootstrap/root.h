@@ -20,7 +20,8 @@
 // accepted check-in (or the problem, if later), the root fails every waiting
 // rank with the problem's reason instead of letting them wait for the
 // deadline. So a forged check-in while the real ranks keep arriving does not
-// stop creation, and a real mismatch fails all ranks within about a second.
+// stop creation (unless the real ranks arrive more than kGraceMs apart), and a
+// real mismatch fails all ranks within a second.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,7 @@
 
 namespace ferry::bootstrap {
 
-constexpr int64_t kGraceMs = 1000;
+constexpr int64_t kGraceMs = 500;
 
 // Take over `listener` and serve the rendezvous of `secret` on a detached
 // thread until every rank checked in, the rendezvous failed, or `timeoutMs`
