@@ -206,6 +206,25 @@ TEST(MpMisuse, AllReduceCountsDifferAcrossHosts) {
               "AllReduce count 1024 int32 sum");
 }
 
+// Four simulated hosts, one rank each: no shared failure board, so the usage
+// error travels over the network connections as a failure notice; every rank
+// still fails with ncclInvalidUsage, and the rank that noticed names both.
+TEST(MpMisuse, LargeAllReduceCountsDifferOnFourHosts) {
+  Call big, other;
+  big.count = 1 << 20;
+  other.count = (1 << 20) + 4;
+  big.dt = other.dt = ncclFloat32;
+  RunResult res = runMismatch({big, other, big, big}, {}, true);
+  EXPECT_RANKS_OK(res);
+  bool named = false;
+  for (const RankResult& r : res.ranks) {
+    named = named || (r.message.find("AllReduce count 1048580 float32") != std::string::npos &&
+                      r.message.find("AllReduce count 1048576 float32") != std::string::npos);
+    std::printf("  %s\n", r.message.c_str());
+  }
+  EXPECT_TRUE(named) << res.summary();
+}
+
 TEST(MpMisuse, LargeAllReduceCountsDifferOnFourRanks) {
   // Ring-sized on three ranks, a different ring size on one.
   Call big, other;

@@ -1,6 +1,7 @@
 // NetConnection's close exchange (see net_connection.h, "Closing").
 #include <array>
 #include <cstring>
+#include <thread>
 
 #include "core/config.h"
 #include "core/log.h"
@@ -20,6 +21,7 @@ struct CloseMsg {
 constexpr uint64_t kCloseMagic = 0x534c435952524546ull;  // "FERRYCLS" in memory
 constexpr uint32_t kHeader = 1;
 constexpr uint32_t kFiller = 2;
+constexpr uint32_t kFailed = 3;  // count: the Code this side failed with
 // A peer announcing more fillers than this is not a Ferry peer.
 constexpr uint32_t kMaxFillers = 1u << 16;
 
@@ -41,6 +43,28 @@ bool NetConnection::isCloseHeader(const void* data, size_t size) {
   p.size = size;
   CloseMsg m{};
   return parse(p, &m) && m.kind == kHeader;
+}
+
+bool NetConnection::isFailureNotice(const void* data, size_t size, Code* code) {
+  RecvPiece p;
+  p.data = data;
+  p.size = size;
+  CloseMsg m{};
+  if (!parse(p, &m) || m.kind != kFailed) return false;
+  *code = static_cast<Code>(m.count);
+  return true;
+}
+
+// Before closing, tell the peer why this side failed when that is more than
+// "it went away" (a usage error: ranks running different operations), so the
+// peer fails with the same code. The notice gets 100 ms to leave.
+void NetConnection::reportFailure(Code reason) {
+  if (reason != Code::kRemote && reason != Code::kTimeout && error_.isOk() && sendComm_ &&
+      !closing_ && queueCloseMsg(kFailed, static_cast<uint32_t>(reason))) {
+    int64_t end = nowMs() + 100;
+    while (sendCount_ > 0 && nowMs() < end && progress().isOk()) std::this_thread::yield();
+  }
+  markFailed();
 }
 
 // Queues one close message behind whatever is queued; false when no send

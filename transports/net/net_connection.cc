@@ -192,6 +192,15 @@ Status NetConnection::tryRecv(RecvPiece* out) {
     s.req = nullptr;
     s.done = true;
     s.size = static_cast<size_t>(size);
+    Code code = Code::kOk;
+    if (!closing_ && isFailureNotice(s.buf.data(), s.size, &code)) {
+      std::string who = "rank " + std::to_string(peer_);
+      error_ = code == Code::kInvalidUsage
+                   ? invalidUsage(who + " failed with a usage error (see its WARN; e.g. ranks "
+                                        "running different operations)")
+                   : remoteError(who + " failed (see its WARN) on " + describe_);
+      return error_;
+    }
     if (!closing_ && isCloseHeader(s.buf.data(), s.size)) {
       // The peer destroyed its communicator while we still expect data.
       error_ = remoteError("rank " + std::to_string(peer_) +

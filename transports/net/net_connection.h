@@ -90,6 +90,7 @@ class NetConnection : public Connection {
   // it, the connection carries no more pieces. *moved: something progressed.
   bool closeStep(bool* moved, bool* ok);
   bool stepClose(bool* moved) override;
+  void reportFailure(Code reason) override;
   // Requests posted to the plugin and not yet tested complete.
   int requestsInFlight() const;
 
@@ -110,6 +111,7 @@ class NetConnection : public Connection {
   void closeComms();
   bool queueCloseMsg(uint32_t kind, uint32_t count);
   static bool isCloseHeader(const void* data, size_t size);
+  static bool isFailureNotice(const void* data, size_t size, Code* code);
   Status takeCloseMsgs(bool* moved);
 
   const ncclNet_v11_t* net_;
