@@ -55,6 +55,31 @@ bool NetConnection::isFailureNotice(const void* data, size_t size, Code* code) {
   return true;
 }
 
+Status NetConnection::noticeStatus(Code code) const {
+  std::string who = "rank " + std::to_string(peer_);
+  if (code == Code::kInvalidUsage)
+    return invalidUsage(who + " failed with a usage error (see its WARN; e.g. ranks running "
+                              "different operations)");
+  return remoteError(who + " failed (see its WARN) on " + describe_);
+}
+
+// Completes, in order, the receives posted ahead (without consuming them) and
+// tells whether one of them is the peer's failure notice.
+bool NetConnection::noticeArrived(Code* code) {
+  for (int i = 0; i < recvPosted_; ++i) {
+    Slot& s = recv_[(recvHead_ + i) % nslots_];
+    if (!s.done) {
+      int done = 0, size = 0;
+      if (!s.req || net_->test(s.req, &done, &size) != ncclSuccess || !done) return false;
+      s.req = nullptr;
+      s.done = true;
+      s.size = static_cast<size_t>(size);
+    }
+    if (isFailureNotice(s.buf.data(), s.size, code)) return true;
+  }
+  return false;
+}
+
 // Before closing, tell the peer why this side failed when that is more than
 // "it went away" (a usage error: ranks running different operations), so the
 // peer fails with the same code. The notice gets 100 ms to leave.

@@ -38,6 +38,15 @@ NetConnection::NetConnection(const ncclNet_v11_t* net, void* sendComm, void* rec
 
 Status NetConnection::check(ncclResult_t r, const char* call) {
   if (r == ncclSuccess) return Status::ok();
+  if (error_.isOk() && !closing_) {
+    // The peer may have said why it closed before it did: a failure notice
+    // waiting in a receive we were not reading (we only sent to it).
+    Code code = Code::kOk;
+    if (noticeArrived(&code)) {
+      error_ = noticeStatus(code);
+      return error_;
+    }
+  }
   if (error_.isOk()) {
     error_ = pluginStatus(r, call, describe_);
     // At close, a peer that exited without destroying its side is expected.
@@ -194,11 +203,7 @@ Status NetConnection::tryRecv(RecvPiece* out) {
     s.size = static_cast<size_t>(size);
     Code code = Code::kOk;
     if (!closing_ && isFailureNotice(s.buf.data(), s.size, &code)) {
-      std::string who = "rank " + std::to_string(peer_);
-      error_ = code == Code::kInvalidUsage
-                   ? invalidUsage(who + " failed with a usage error (see its WARN; e.g. ranks "
-                                        "running different operations)")
-                   : remoteError(who + " failed (see its WARN) on " + describe_);
+      error_ = noticeStatus(code);
       return error_;
     }
     if (!closing_ && isCloseHeader(s.buf.data(), s.size)) {

@@ -112,6 +112,8 @@ class NetConnection : public Connection {
   bool queueCloseMsg(uint32_t kind, uint32_t count);
   static bool isCloseHeader(const void* data, size_t size);
   static bool isFailureNotice(const void* data, size_t size, Code* code);
+  bool noticeArrived(Code* code);
+  Status noticeStatus(Code code) const;
   Status takeCloseMsgs(bool* moved);
 
   const ncclNet_v11_t* net_;
