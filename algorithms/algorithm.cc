@@ -1,8 +1,8 @@
 #include "algorithms/algorithm.h"
 
-#include <strings.h>
+#include <atomic>
 
-#include <sstream>
+#include "core/log.h"
 
 namespace ferry {
 namespace {
@@ -24,17 +24,9 @@ bool isDirectColl(const CollArgs& a) {
          a.kind == CollKind::kScatter;
 }
 
-bool listed(const std::string& filter, const char* name) {
-  std::string f = filter;
-  bool exclude = !f.empty() && f[0] == '^';
-  if (exclude) f.erase(0, 1);
-  std::stringstream ss(f);
-  std::string item;
-  bool found = false;
-  while (std::getline(ss, item, ','))
-    if (strcasecmp(item.c_str(), name) == 0) found = true;
-  return exclude ? !found : found;
-}
+// Collective kinds whose fallback was logged (bit = CollKind), so a
+// filter that excludes everything costs one INFO line, not one per call.
+std::atomic<uint32_t> gFallbackLogged{0};
 
 }  // namespace
 
@@ -46,15 +38,20 @@ const std::vector<Algorithm>& algorithmRegistry() {
   return kList;
 }
 
-Result<Schedule> selectSchedule(const CollArgs& a, const std::string& filter) {
+Result<Schedule> selectSchedule(const CollArgs& a, const CollFilter& filter) {
   const Algorithm* fallback = nullptr;
   for (const Algorithm& alg : algorithmRegistry()) {
     if (!alg.supports(a)) continue;
-    if (filter.empty() || listed(filter, alg.name)) return alg.build(a);
+    if (filter.allows(a.kind, alg.name)) return alg.build(a);
     if (!fallback) fallback = &alg;
   }
-  // NCCL falls back to what works when NCCL_ALGO excludes everything.
-  if (fallback) return fallback->build(a);
+  if (fallback) {
+    uint32_t bit = uint32_t(1) << static_cast<int>(a.kind);
+    if (!(gFallbackLogged.fetch_or(bit) & bit))
+      FERRY_INFO(log::kTuning, "NCCL_ALGO allows no algorithm Ferry can run for this %s; using %s",
+                 collName(a.kind), fallback->name);
+    return fallback->build(a);
+  }
   return internalError(std::string("no algorithm supports ") + collName(a.kind));
 }
 

@@ -32,7 +32,6 @@ Comm::Comm(int rank, int nranks, CommConfig config)
   // an operation carries, so a step still needs no more slots than before.
   chunkBytes_ = static_cast<size_t>(std::max<int64_t>(4096, chunk - 64));
   checkOps_ = config::getBool(Param::kCheckOps);
-  algoFilter_ = config::getString(Param::kAlgo);
   directMaxBytes_ = static_cast<size_t>(std::max<int64_t>(0, config::getInt(Param::kDirectMaxBytes)));
   asyncResult_.store(ncclInProgress);
 }
@@ -78,6 +77,10 @@ Status Comm::init(const ncclUniqueId& id) {
   log::setThreadRank(rank_);
   int64_t initTimeout = config::getInt(config::Param::kInitTimeoutMs);
   Status st = [&]() -> Status {
+    // Before the bootstrap: every rank reads the same environment, so a bad
+    // value fails creation on all of them at once.
+    FERRY_ASSIGN(algoFilter_, parseAlgoFilter(config::getString(config::Param::kAlgo)));
+    FERRY_TRY(parseProtoFilter(config::getString(config::Param::kProto)).status());
     FERRY_ASSIGN(bootstrap_, Bootstrap::create(id, rank_, nranks_, &abort_, initTimeout));
     FERRY_TRY(setupPeers());
     return loadTopology();

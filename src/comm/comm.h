@@ -20,6 +20,7 @@
 
 #include <nccl.h>
 
+#include "algorithms/algo_filter.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/fail_board.h"
 #include "core/status.h"
@@ -100,7 +101,7 @@ class Comm final : public ConnectionSource {
   Executor* findPlan(const CollArgs& a);
   Executor* addPlan(const CollArgs& a, std::unique_ptr<Executor> e);
   size_t chunkBytes() const { return chunkBytes_; }
-  const std::string& algoFilter() const { return algoFilter_; }
+  const CollFilter& algoFilter() const { return algoFilter_; }
   size_t directMaxBytes() const { return directMaxBytes_; }
   bool allLocal() const { return allLocal_; }
   // Ring position -> rank: ranks grouped by host (hosts in order of their
@@ -152,7 +153,7 @@ class Comm final : public ConnectionSource {
   std::vector<std::unique_ptr<PremulOp>> premulOps_;
   ExecOptions execOptions_;
   size_t chunkBytes_ = 0;
-  std::string algoFilter_;  // NCCL_ALGO, read once
+  CollFilter algoFilter_;  // NCCL_ALGO, parsed in init()
   size_t directMaxBytes_ = 0;
   std::vector<int> ringOrder_;
   std::vector<int> ringOrder2_;

@@ -110,7 +110,7 @@ Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes,
   for (int r = 0; r < n; ++r) {
     CollArgs a{kind, r, n, root, count, 8, false, chunkBytes, directMaxBytes, allLocal, ringOrder,
                ringOrder2};
-    Result<Schedule> s = selectSchedule(a, "");
+    Result<Schedule> s = selectSchedule(a);
     EXPECT_TRUE(s.isOk());
     // No (peer, direction) may be used by two lanes.
     std::set<std::pair<int, int>> used;
