@@ -24,6 +24,10 @@ bool isDirectColl(const CollArgs& a) {
          a.kind == CollKind::kScatter;
 }
 
+// Any rank count and size (large messages run in chunks). Listed after ring,
+// which supports every AllReduce, so it runs only when NCCL_ALGO picks it.
+bool isRecDblColl(const CollArgs& a) { return a.kind == CollKind::kAllReduce; }
+
 bool listed(const std::string& filter, const char* name) {
   std::string f = filter;
   bool exclude = !f.empty() && f[0] == '^';
@@ -42,6 +46,7 @@ const std::vector<Algorithm>& algorithmRegistry() {
   static const std::vector<Algorithm> kList = {
       {"direct", isDirectColl, directSchedule},
       {"ring", isRingColl, ringSchedule},
+      {"recdbl", isRecDblColl, recursiveDoublingSchedule},
   };
   return kList;
 }
