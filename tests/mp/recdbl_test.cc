@@ -3,7 +3,8 @@
 // log line showing every rank really ran it. Two FIFO set-ups: tiny chunks
 // and slots (many chunks, each in several pieces, FIFOs of two chunks), and
 // the defaults with a message larger than one chunk (the fold-out result
-// then travels as a cross-memory-attach reference).
+// then travels as a cross-memory-attach reference); and every rank on its
+// own simulated node (Socket network).
 #include <gtest/gtest.h>
 
 #include <initializer_list>
@@ -77,6 +78,27 @@ TEST_P(MpRecdbl, DefaultChunksLargeExact) {
       opts(tag));
   EXPECT_RANKS_OK(res);
   EXPECT_EQ(logFilesWith(logDir(), tag, "AllReduce count 300001 elemSize 4: algorithm recdbl"), n);
+}
+
+// Every rank on its own simulated node: all exchanges over the Socket
+// network, whose FIFO (4 slots of 64 KiB here) caps chunks at 128 KiB.
+TEST(MpRecdblNet, FiveNodesExact) {
+  std::string tag = "net5";
+  RunOptions o = opts(tag);
+  o.timeoutSec = 150;
+  o.env["FERRY_NET_SLOT_BYTES"] = "65536";
+  o.env["NCCL_DEBUG_SUBSYS"] = "TUNING,NET";
+  o.rankEnv.resize(5);
+  for (int r = 0; r < 5; ++r) o.rankEnv[r]["NCCL_HOSTID"] = "recdbl-node-" + std::to_string(r);
+  RunResult res = runRanks(
+      5,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        return withComm(rank, nranks, id, [](const Rank& me) { return body(me, {7, 100000}); });
+      },
+      o);
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), tag, "AllReduce count 100000 elemSize 4: algorithm recdbl"), 5);
+  EXPECT_EQ(logFilesWith(logDir(), tag, "NET: using network Socket"), 5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MpRecdbl, ::testing::Values(2, 3, 4, 5, 8));
