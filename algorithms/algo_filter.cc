@@ -17,9 +17,10 @@ constexpr const char* kCollPrefixes[] = {"Broadcast", "Reduce", "AllGather", "Re
 constexpr CollKind kCollKinds[] = {CollKind::kBroadcast, CollKind::kReduce, CollKind::kAllGather,
                                    CollKind::kReduceScatter, CollKind::kAllReduce};
 
-// Ferry's own first (registry order), then NCCL's; "Ring" is both.
-constexpr const char* kAlgoNames[] = {"direct", "ring", "Tree", "CollNetDirect",
-                                      "CollNetChain", "NVLS", "NVLSTree", "PAT"};
+// NCCL's algorithm names, accepted so an NCCL user's setting never fails
+// creation; "Ring" is also Ferry's.
+constexpr const char* kNcclAlgoNames[] = {"Ring", "Tree", "CollNetDirect", "CollNetChain",
+                                          "NVLS", "NVLSTree", "PAT"};
 constexpr const char* kProtoNames[] = {"LL", "LL128", "Simple"};
 
 bool sameName(std::string_view a, const char* b) {
@@ -130,7 +131,20 @@ bool CollFilter::unrestricted() const {
   return true;
 }
 
-std::span<const char* const> algoNames() { return kAlgoNames; }
+// Ferry's registry names first (registry order), then NCCL's others.
+std::span<const char* const> algoNames() {
+  static const std::vector<const char*> kNames = [] {
+    std::vector<const char*> v;
+    for (const Algorithm& a : algorithmRegistry()) v.push_back(a.name);
+    for (const char* n : kNcclAlgoNames) {
+      bool known = false;
+      for (const char* have : v) known = known || sameName(n, have);
+      if (!known) v.push_back(n);
+    }
+    return v;
+  }();
+  return kNames;
+}
 std::span<const char* const> protoNames() { return kProtoNames; }
 
 Result<CollFilter> parseAlgoFilter(std::string_view value) {
@@ -144,7 +158,7 @@ Result<CollFilter> parseAlgoFilter(std::string_view value) {
   }
   if (!lacking.empty())
     FERRY_INFO(log::kTuning, "NCCL_ALGO=\"%.*s\" allows no algorithm Ferry has for %s; "
-               "those run the one Ferry picks (direct or ring)",
+               "those run the one Ferry picks",
                static_cast<int>(value.size()), value.data(), lacking.c_str());
   return f;
 }

@@ -28,12 +28,17 @@ bool isDirectColl(const CollArgs& a) {
 // filter that excludes everything costs one INFO line, not one per call.
 std::atomic<uint32_t> gFallbackLogged{0};
 
+// Any rank count and size (large messages run in chunks). Listed after ring,
+// which supports every AllReduce, so it runs only when NCCL_ALGO picks it.
+bool isRecDblColl(const CollArgs& a) { return a.kind == CollKind::kAllReduce; }
+
 }  // namespace
 
 const std::vector<Algorithm>& algorithmRegistry() {
   static const std::vector<Algorithm> kList = {
       {"direct", isDirectColl, directSchedule},
       {"ring", isRingColl, ringSchedule},
+      {"recdbl", isRecDblColl, recursiveDoublingSchedule},
   };
   return kList;
 }

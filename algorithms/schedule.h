@@ -132,6 +132,7 @@ inline Step makeStep(StepKind kind, int sendPeer, int recvPeer, Region src, Regi
 // Schedules of the built-in algorithms (algorithms/*.cc).
 Schedule ringSchedule(const CollArgs& a);
 Schedule directSchedule(const CollArgs& a);
+Schedule recursiveDoublingSchedule(const CollArgs& a);  // AllReduce only
 Schedule p2pSchedule(int rank, const std::vector<P2pOp>& ops);
 
 // Byte offset of block c when `total` elements are split evenly into n blocks

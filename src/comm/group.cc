@@ -96,6 +96,9 @@ Result<Executor*> collExecutor(Comm* c, const CollTask& t) {
   CollArgs args = planArgs(c, t.args);
   if (Executor* e = c->findPlan(args)) return e;
   FERRY_ASSIGN(Schedule s, selectSchedule(args, c->algoFilter()));
+  // Once per plan (call shape), so tests and users can see what NCCL_ALGO chose.
+  FERRY_INFO(log::kTuning, "%s count %zu elemSize %zu: algorithm %s", collName(args.kind), args.count,
+             args.elemSize, s.algorithm.c_str());
   std::vector<void*> bufs = {nullptr, nullptr};
   return c->addPlan(args, std::make_unique<Executor>(std::move(s), std::move(bufs),
                                                      args.elemSize, ReduceSpec{},

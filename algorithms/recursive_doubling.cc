@@ -1,0 +1,137 @@
+// Recursive doubling AllReduce: log2(n) rounds of pairwise exchange.
+//
+// For latency-bound messages: a rank sends its whole current value to one
+// partner per round, so it waits on log2(n) hops instead of the ring's
+// 2(n-1), at the price of moving the full message every round. With n not a
+// power of two, the m = 2^floor(log2 n) lowest ranks run the rounds; rank
+// m+i first sends its input to rank i, which folds it in before the rounds
+// and sends it the result after them.
+//
+// Identical bits on every rank: both partners of a round compute
+// (lower half's value) OP (upper half's value), operands in the same
+// positions, because max/min on floats (-0 vs +0) and NaN payloads are not
+// commutative bit for bit. RecvReduceCopy takes the incoming value first,
+// which suits the upper rank; the lower rank receives into its other working
+// region and runs LocalReduce (dst = src OP dst) with its own value as src.
+// PreMulSum scales each rank's input once, by a Copy into the working region
+// (or by the extra rank's Send), never inside a reduction: reduceScaled keeps
+// the product unrounded for low-precision types, so partners would disagree.
+//
+// No deadlock: one lane per rank; a round is Send then receive, both at most
+// chunkBytes and sent by value, so the Send lands in the partner's FIFO
+// without waiting for the partner (and the value it copied stays valid while
+// we overwrite our region). Longer messages run the whole algorithm once per
+// chunk of chunkBytes. A connection never holds more than two chunks: a rank
+// cannot send chunk c+2 to a partner before receiving the partner's chunk
+// c+1, which the partner sends only after consuming our chunk c; chunkBytes
+// is at most half a FIFO (Comm's constructor).
+#include <algorithm>
+#include <vector>
+
+#include "algorithms/schedule.h"
+
+namespace ferry {
+namespace {
+
+// The two places a core rank keeps its running value: its output, or scratch.
+enum class Where : uint8_t { kOut, kScratch };
+Where other(Where w) { return w == Where::kOut ? Where::kScratch : Where::kOut; }
+
+// One combining round of a core rank.
+struct Round {
+  int peer;
+  bool lower;  // our value is the left operand (we hold the lower half)
+  bool sends;  // false for the fold-in: the extra rank does not need ours
+};
+
+std::vector<Round> roundsOf(int rank, int n, int m) {
+  std::vector<Round> rounds;
+  if (rank < n - m) rounds.push_back(Round{rank + m, true, false});
+  for (int bit = 1; bit < m; bit <<= 1) rounds.push_back(Round{rank ^ bit, (rank & bit) == 0, true});
+  return rounds;
+}
+
+Step sendStep(int peer, Region src, size_t bytes, bool byValue) {
+  Step s = makeStep(StepKind::kSend, peer, -1, src, {}, bytes);
+  s.sendByValue = byValue;
+  return s;
+}
+
+// Steps for elements [off, off + bytes) of a core rank (rank < m).
+void coreChunk(const CollArgs& a, int m, size_t off, size_t bytes, std::vector<Step>* out) {
+  std::vector<Round> rounds = roundsOf(a.rank, a.nranks, m);
+  auto region = [&](Where w) {
+    return w == Where::kOut ? Region{kOutputBuf, off} : Region{kScratchBuf, 0};
+  };
+  // Where each round leaves its result, chosen backwards so the last one
+  // lands in the output: a lower rank must write the region it does not
+  // read, an upper rank reduces in place. where[j + 1] is round j's result;
+  // where[0] holds our scaled input.
+  std::vector<Where> where(rounds.size() + 1, Where::kOut);
+  for (size_t j = rounds.size(); j-- > 0;)
+    where[j] = rounds[j].lower ? other(where[j + 1]) : where[j + 1];
+
+  Step init = makeStep(StepKind::kCopy, -1, -1, Region{kInputBuf, off}, region(where[0]), bytes);
+  init.scaleSrc = true;
+  out->push_back(init);
+  for (size_t j = 0; j < rounds.size(); ++j) {
+    const Round& rd = rounds[j];
+    Region cur = region(where[j]), res = region(where[j + 1]);
+    bool last = j + 1 == rounds.size();
+    // By value: the region is overwritten while the partner may still be reading.
+    if (rd.sends) out->push_back(sendStep(rd.peer, cur, bytes, true));
+    Step st;
+    if (rd.lower) {
+      out->push_back(makeStep(StepKind::kRecv, -1, rd.peer, {}, res, bytes));
+      st = makeStep(StepKind::kLocalReduce, -1, -1, cur, res, bytes);
+    } else {
+      st = makeStep(StepKind::kRecvReduceCopy, -1, rd.peer, cur, res, bytes);
+    }
+    st.finalValue = last;
+    out->push_back(st);
+  }
+  // The output is final and no later step writes it: a reference may go.
+  if (a.rank < a.nranks - m) out->push_back(sendStep(a.rank + m, region(Where::kOut), bytes, false));
+}
+
+// Steps for elements [off, off + bytes) of an extra rank (rank >= m).
+void extraChunk(const CollArgs& a, int m, size_t off, size_t bytes, std::vector<Step>* out) {
+  int partner = a.rank - m;
+  // Scaled while copied into the FIFO (the same rounding as Copy's); by
+  // value, as scaling needs, so an in-place output can be received into next.
+  Step send = sendStep(partner, Region{kInputBuf, off}, bytes, true);
+  send.scaleSrc = true;
+  out->push_back(send);
+  out->push_back(makeStep(StepKind::kRecv, -1, partner, {}, Region{kOutputBuf, off}, bytes));
+}
+
+}  // namespace
+
+Schedule recursiveDoublingSchedule(const CollArgs& a) {
+  Schedule s{"recdbl", {}};
+  size_t e = a.elemSize;
+  if (a.nranks == 1) {
+    Step c = makeStep(StepKind::kCopy, -1, -1, Region{kInputBuf, 0}, Region{kOutputBuf, 0}, a.count * e);
+    c.scaleSrc = c.finalValue = true;
+    s.lanes.push_back(Lane{{c}});
+    return s;
+  }
+  if (a.count == 0) return s;  // no lanes: nothing to exchange
+  int m = 1;
+  while (m * 2 <= a.nranks) m *= 2;
+  size_t chunkElems = a.chunkBytes ? std::max<size_t>(1, a.chunkBytes / e) : a.count;
+  Lane lane;
+  for (size_t base = 0; base < a.count; base += chunkElems) {
+    size_t len = std::min(chunkElems, a.count - base);
+    if (a.rank < m) {
+      coreChunk(a, m, base * e, len * e, &lane.steps);
+    } else {
+      extraChunk(a, m, base * e, len * e, &lane.steps);
+    }
+  }
+  if (a.rank < m) s.scratchBytes = std::min(chunkElems, a.count) * e;
+  s.lanes.push_back(std::move(lane));
+  return s;
+}
+
+}  // namespace ferry
