@@ -75,7 +75,10 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DType t, Op o
 // Same, also storing the result to dst2 in the same pass (dst2 may be nullptr).
 void reduce2(void* dst, void* dst2, const void* a, const void* b, size_t count, DType t,
              Op op);
-// PreMulSum step: dst[i] = a[i] + b[i]*s (b is this rank's own input). dst2 as above.
+// PreMulSum step: dst[i] = a[i] + round(b[i]*s) (b is this rank's own input;
+// the product is rounded to the storage type as scale() rounds it, so a rank
+// folding its own input in gets the bits its peers get from the sent,
+// scaled input). dst2 as above.
 void reduceScaled(void* dst, void* dst2, const void* a, const void* b, size_t count, DType t,
                   const Scalar& s);
 // dst[i] = src[i]*s (dst may alias src).

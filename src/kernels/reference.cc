@@ -130,7 +130,8 @@ void reduceScaled(void* dst, void* dst2, const void* a, const void* b, size_t co
     using S = typename A::S;
     const auto sc = A::scalar(s);
     for (size_t i = 0; i < count; ++i) {
-      const auto r = A::add(A::dec(get<S>(a, i)), A::mul(A::dec(get<S>(b, i)), sc));
+      // The product rounded to the storage type first, as scale() does.
+      const auto r = A::add(A::dec(get<S>(a, i)), A::dec(A::enc(A::mul(A::dec(get<S>(b, i)), sc))));
       put<S>(dst, i, A::enc(r));
       put<S>(dst2, i, A::enc(r));
     }

@@ -183,8 +183,11 @@ template <class Tr>
 void reduceScaledKernel(void* d, void* d2, const void* a, const void* b, size_t n,
                         const Scalar& s) {
   const typename Tr::Reg sv = Tr::scalar(s);
+  // The product is rounded to the storage type before the add, exactly as
+  // scale() rounds it when this rank's input is sent instead: whichever rank
+  // folds an input in, every rank then sees the same bits.
   auto f = [sv](typename Tr::Raw x, typename Tr::Raw y) {
-    return Tr::encode(Tr::add(Tr::decode(x), Tr::mul(Tr::decode(y), sv)));
+    return Tr::encode(Tr::add(Tr::decode(x), Tr::decode(Tr::encode(Tr::mul(Tr::decode(y), sv)))));
   };
   if (d2 != nullptr) {
     run2<Tr, true>(d, d2, a, b, n, f);
