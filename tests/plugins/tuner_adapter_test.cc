@@ -249,5 +249,31 @@ TEST_F(TunerTest, FinalizeErrorInDestructorWarns) {
       << logText();
 }
 
+// A plugin written in C, exporting a const v6 table with every function.
+TEST_F(TunerTest, PluginWrittenInC) {
+  useTuner("ferryc");
+  const LoadedTuner* lt = loadedTuner();
+  ASSERT_NE(lt, nullptr) << logText();
+  EXPECT_EQ(lt->name, "CTuner");
+  EXPECT_EQ(lt->version, 6);
+  auto tuner = Tuner::open(TunerInit{.nRanks = 2}, nullptr);
+  ASSERT_NE(tuner, nullptr);
+  CostTable table, before;
+  fillTable(table);
+  fillTable(before);
+  int channels = 0;
+  ASSERT_TRUE(tuner->adjust(ncclFuncReduceScatter, 1 << 16, 1, false, table, &channels).isOk());
+  EXPECT_EQ(table[NCCL_ALGO_RING][NCCL_PROTO_LL128], 0.0f);
+  EXPECT_EQ(diffCount(table, before), 1);
+  EXPECT_EQ(channels, 2);
+  ASSERT_TRUE(tuner->hasChunkSize());
+  size_t chunk = 131072;
+  ASSERT_TRUE(tuner->chunkSize(ncclFuncReduceScatter, 1 << 16, NCCL_ALGO_RING, NCCL_PROTO_LL128, 2,
+                               &chunk).isOk());
+  EXPECT_EQ(chunk, 65536u);
+  EXPECT_TRUE(tuner->finalize().isOk());
+  EXPECT_EQ(countOf(logText(), "NCCL INFO CTuner: 2 ranks, 1 nodes\n"), 1u) << logText();
+}
+
 }  // namespace
 }  // namespace ferry::tunerplugin::testing
