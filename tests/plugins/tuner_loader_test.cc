@@ -2,6 +2,9 @@
 // the net plugin fallback, "none", missing libraries and the log lines.
 #include <gtest/gtest.h>
 
+#include <thread>
+#include <vector>
+
 #include "tests/plugins/tuner_test_util.h"
 
 // Found only through STATIC_PLUGIN (dlopen(NULL)); this executable is linked
@@ -175,6 +178,19 @@ TEST_F(TunerTest, LoadedOncePerProcessInitPerCommunicator) {
   EXPECT_EQ(s->finalizeCalls, 2);
   EXPECT_EQ(s->liveContexts, 0);
   EXPECT_EQ(s->badContextCalls, 0);
+  EXPECT_EQ(countOf(logText(), "TUNER/Plugin: Using FerryExample"), 1u) << logText();
+}
+
+TEST_F(TunerTest, ConcurrentFirstCallsLoadOnce) {
+  useTuner("ferryexample");
+  std::vector<const LoadedTuner*> seen(8, nullptr);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seen.size(); i++) {
+    threads.emplace_back([&seen, i] { seen[i] = loadedTuner(); });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_NE(seen[0], nullptr) << logText();
+  for (const LoadedTuner* p : seen) EXPECT_EQ(p, seen[0]);
   EXPECT_EQ(countOf(logText(), "TUNER/Plugin: Using FerryExample"), 1u) << logText();
 }
 
