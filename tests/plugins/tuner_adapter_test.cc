@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "plugins/tuner/coll_kind.h"
 #include "tests/plugins/tuner_test_util.h"
 
 namespace ferry::tunerplugin::testing {
@@ -247,6 +248,18 @@ TEST_F(TunerTest, FinalizeErrorInDestructorWarns) {
                                "ncclInternalError"),
             1u)
       << logText();
+}
+
+TEST(TunerCollKind, FerryKindsMapToNcclFunc) {
+  EXPECT_EQ(toNcclFunc(CollKind::kAllReduce), ncclFuncAllReduce);
+  EXPECT_EQ(toNcclFunc(CollKind::kBroadcast), ncclFuncBroadcast);
+  EXPECT_EQ(toNcclFunc(CollKind::kReduce), ncclFuncReduce);
+  EXPECT_EQ(toNcclFunc(CollKind::kAllGather), ncclFuncAllGather);
+  EXPECT_EQ(toNcclFunc(CollKind::kReduceScatter), ncclFuncReduceScatter);
+  EXPECT_EQ(toNcclFunc(CollKind::kAllToAll), ncclFuncAlltoAll);
+  EXPECT_EQ(toNcclFunc(CollKind::kGather), ncclFuncGather);
+  EXPECT_EQ(toNcclFunc(CollKind::kScatter), ncclFuncScatter);
+  EXPECT_FALSE(toNcclFunc(CollKind::kSendRecv).has_value());
 }
 
 // A plugin written in C, exporting a const v6 table with every function.
