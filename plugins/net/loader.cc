@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "plugins/plugin_lib.h"
 #include "plugins/net/legacy_adapter.h"
 #include "plugins/net/net_plugins.h"
 
@@ -18,7 +19,7 @@ namespace {
 
 constexpr uint64_t kSubsys = log::kInit | log::kNet;
 constexpr const char* kDefaultLib = "libnccl-net.so";
-constexpr const char* kStatic = "STATIC_PLUGIN";
+constexpr const char* kStatic = plugins::kStaticPlugin;
 
 struct Loaded {
   void* handle;
@@ -47,32 +48,9 @@ std::vector<std::string> requestedNames() {
 
 bool isNone(const std::string& value) { return strcasecmp(value.c_str(), "none") == 0; }
 
-bool isLibSo(const std::string& n) {
-  return n.size() >= 6 && n.compare(0, 3, "lib") == 0 && n.compare(n.size() - 3, 3, ".so") == 0;
-}
-
-void* tryOpen(const std::string& lib) {
-  void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) {
-    const char* err = dlerror();
-    FERRY_INFO(kSubsys, "NET/Plugin: Could not find: %s (%s)", lib.c_str(), err ? err : "unknown error");
-  }
-  return h;
-}
-
-// Name resolution for one requested name; *lib gets the name dlopen accepted.
+// NCCL's name rules (plugins/plugin_lib.h).
 void* openPlugin(const std::string& name, std::string* lib) {
-  if (name == kStatic) {
-    *lib = kStatic;
-    void* h = dlopen(nullptr, RTLD_NOW | RTLD_LOCAL);
-    if (h == nullptr) FERRY_INFO(kSubsys, "NET/Plugin: Could not open the main program: %s", dlerror());
-    return h;
-  }
-  *lib = name;
-  if (void* h = tryOpen(name)) return h;
-  if (name.find('/') != std::string::npos || isLibSo(name)) return nullptr;
-  *lib = "libnccl-net-" + name + ".so";
-  return tryOpen(*lib);
+  return plugins::openPluginLib(name, "libnccl-net", "NET", kSubsys, lib);
 }
 
 struct Symbol {

@@ -9,6 +9,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "plugins/plugin_lib.h"
 #include "plugins/net/net_plugins.h"
 #include "plugins/tuner/tuner_plugin.h"
 
@@ -17,7 +18,7 @@ namespace {
 
 constexpr uint64_t kSubsys = log::kInit | log::kTuning;
 constexpr const char* kDefaultLib = "libnccl-tuner.so";
-constexpr const char* kStatic = "STATIC_PLUGIN";
+constexpr const char* kStatic = plugins::kStaticPlugin;
 
 std::mutex gMu;
 bool gDone = false;
@@ -25,38 +26,14 @@ bool gHave = false;
 LoadedTuner gTuner;
 void* gHandle = nullptr;
 
-bool isLibSo(const std::string& n) {
-  return n.size() >= 6 && n.compare(0, 3, "lib") == 0 && n.compare(n.size() - 3, 3, ".so") == 0;
-}
-
-void* tryOpen(const std::string& lib) {
-  void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) {
-    const char* err = dlerror();
-    FERRY_INFO(kSubsys, "TUNER/Plugin: Could not find: %s (%s)", lib.c_str(),
-               err ? err : "unknown error");
-  }
-  return h;
-}
-
 // Name resolution for the requested name ("" = unset); *lib gets the name
 // dlopen accepted.
 void* openTunerLib(const std::string& name, std::string* lib) {
   if (name.empty()) {
     *lib = kDefaultLib;
-    return tryOpen(*lib);
+    return plugins::tryOpenLib(*lib, "TUNER", kSubsys);
   }
-  if (name == kStatic) {
-    *lib = kStatic;
-    void* h = dlopen(nullptr, RTLD_NOW | RTLD_LOCAL);
-    if (h == nullptr) FERRY_INFO(kSubsys, "TUNER/Plugin: Could not open the main program: %s", dlerror());
-    return h;
-  }
-  *lib = name;
-  if (void* h = tryOpen(name)) return h;
-  if (name.find('/') != std::string::npos || isLibSo(name)) return nullptr;
-  *lib = "libnccl-tuner-" + name + ".so";
-  return tryOpen(*lib);
+  return plugins::openPluginLib(name, "libnccl-tuner", "TUNER", kSubsys, lib);
 }
 
 struct Symbol {
