@@ -123,9 +123,9 @@ class Connection {
   // *moved when something progressed. After a false, markFailed() makes the
   // destructor close at once.
   virtual bool stepClose(bool* moved) { return true; }
-  // The same, telling the peer why when the transport can (shared memory
-  // does): a rank that caught a usage error (ranks running different
-  // operations) makes its peers fail with that code too, not a remote error.
+  // markFailed, telling the peer why when the transport must (the network: a
+  // rank that caught a usage error makes its peers on other hosts fail with
+  // that code too; on one host the failure board says why).
   virtual void reportFailure(Code reason) {
     (void)reason;
     markFailed();

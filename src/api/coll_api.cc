@@ -79,9 +79,13 @@ Status submit(const CollCall& k, ncclComm_t comm) {
   if (k.count > 0 && needRecv) FERRY_TRY(checkPtr(k.recvbuff, "recvbuff"));
   task.args = CollArgs{k.kind, c->rank(), c->nranks(), k.root, k.count, e, false};
   task.args.inPlace = needSend && needRecv && detectInPlace(k, c->rank(), k.count * e);
-  task.dtype = static_cast<uint8_t>(t);
-  task.opCode = kOpNone;
-  if (k.reduces) task.opCode = task.reduce.premul ? uint8_t{kOpPreMulSum} : static_cast<uint8_t>(k.op);
+  // What every rank must agree on (exec/op_check.h); the group engine
+  // stamps the sequence number.
+  task.info.kind = k.kind;
+  task.info.count = k.count;
+  task.info.root = k.rooted ? k.root : -1;
+  task.info.dtype = static_cast<uint8_t>(t);
+  if (k.reduces) task.info.op = task.reduce.premul ? uint8_t{kOpPreMulSum} : static_cast<uint8_t>(k.op);
   task.sendbuff = k.sendbuff;
   task.recvbuff = k.recvbuff;
   FERRY_INFO(log::kColl, "%s: sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "

@@ -211,19 +211,15 @@ Status Comm::checkPeers(const std::vector<int>& peers) {
   for (int p : peers) {
     if (p == rank_ || p < 0 || p >= nranks_) continue;
     if (peers_[p].hostHash != peers_[rank_].hostHash) continue;  // remote: sockets report it
-    if (processAlive(peers_[p].pid)) continue;
-    // It may have said why before it left (e.g. it caught a usage error).
-    if (conns_[p]) FERRY_TRY(conns_[p]->health());
-    return remoteError("rank " + std::to_string(p) + " (pid " + std::to_string(peers_[p].pid) +
+    if (!processAlive(peers_[p].pid))
+      return remoteError("rank " + std::to_string(p) + " (pid " + std::to_string(peers_[p].pid) +
                          ") exited");
   }
   return Status::ok();
 }
 
+// The board and the flags are plain loads; checkPeers rate-limits itself.
 Status Comm::connectCheck(int peer) {
-  int64_t now = nowMs();
-  if (now - lastConnectCheckMs_ < peerCheckMs_) return Status::ok();
-  lastConnectCheckMs_ = now;
   FERRY_TRY(boardCheck());
   FERRY_TRY(checkPeers({peer}));
   for (auto& c : conns_) {

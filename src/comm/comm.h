@@ -161,7 +161,6 @@ class Comm final : public ConnectionSource {
   int64_t timeoutMs_ = 30000;
   int64_t peerCheckMs_ = 100;
   int64_t lastPeerCheckMs_ = 0;
-  int64_t lastConnectCheckMs_ = 0;
   int splitSeq_ = 0;
   bool checkOps_ = true;
   uint64_t collSeq_ = 0;

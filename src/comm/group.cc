@@ -53,16 +53,9 @@ struct Run {
   OpInfo info;
 };
 
-// What every rank must agree on for this call (checked by the executor).
+// The call's operation check, numbered in the order collectives run.
 OpInfo collInfo(Comm* c, const CollTask& t) {
-  OpInfo i;
-  i.kind = t.args.kind;
-  i.count = t.args.count;
-  bool rooted = t.args.kind == CollKind::kBroadcast || t.args.kind == CollKind::kReduce ||
-                t.args.kind == CollKind::kGather || t.args.kind == CollKind::kScatter;
-  i.root = rooted ? t.args.root : -1;
-  i.dtype = t.dtype;
-  i.op = t.opCode;
+  OpInfo i = t.info;
   i.collSeq = c->nextCollSeq();
   i.self = c->rank();
   return i;

@@ -29,8 +29,7 @@ struct CollTask {
   const void* sendbuff = nullptr;
   void* recvbuff = nullptr;
   ReduceSpec reduce;
-  uint8_t dtype = 0xff;   // kernels::DType of the call (for the operation check)
-  uint8_t opCode = 0xff;  // OpCode (exec/op_check.h) of the call
+  OpInfo info;            // the call as every rank must agree on it (collSeq set at run time)
   std::shared_ptr<void> keepAlive;  // scratch the task owns (e.g. in-place AlltoAll input copy)
 };
 

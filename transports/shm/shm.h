@@ -31,7 +31,6 @@ class ShmConnection : public Connection {
   Status releaseRecv() override;
   bool sendsDrained() override;
   void markFailed() override;
-  void reportFailure(Code reason) override;
   Status health() override { return peerFailed(); }
   std::string describe() const override;
 

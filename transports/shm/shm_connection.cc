@@ -24,15 +24,12 @@ ShmConnection::~ShmConnection() {
   munmap(hdr_, bytes_);
 }
 
-// failed[side] is 0 while that side is fine, else 1 + the Code it failed with.
+// Why the peer failed is on the host's failure board (src/comm/fail_board.h),
+// which the communicator reads when a wait fails; the flag only wakes us.
 Status ShmConnection::peerFailed() const {
-  uint32_t f = hdr_->failed[1 - side_].load(std::memory_order_acquire);
-  if (f == 0) return Status::ok();
-  auto code = static_cast<Code>(f - 1);
-  if (code == Code::kInvalidUsage)
-    return invalidUsage("rank " + std::to_string(peer_) + " failed with a usage error (see its "
-                        "WARN; e.g. ranks running different operations)");
-  return remoteError("rank " + std::to_string(peer_) + " reported an error (shm " + name_ + ")");
+  if (hdr_->failed[1 - side_].load(std::memory_order_acquire))
+    return remoteError("rank " + std::to_string(peer_) + " reported an error (shm " + name_ + ")");
+  return Status::ok();
 }
 
 bool ShmConnection::sendSlotFree() {
@@ -141,11 +138,8 @@ bool ShmConnection::sendsDrained() {
   return out_->head.load(std::memory_order_acquire) == sendTail_;
 }
 
-void ShmConnection::markFailed() { reportFailure(Code::kRemote); }
-
-void ShmConnection::reportFailure(Code reason) {
-  uint32_t want = static_cast<uint32_t>(reason) + 1, none = 0;
-  hdr_->failed[side_].compare_exchange_strong(none, want, std::memory_order_acq_rel);
+void ShmConnection::markFailed() {
+  hdr_->failed[side_].store(1, std::memory_order_release);
 }
 
 std::string ShmConnection::describe() const {
