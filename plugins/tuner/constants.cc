@@ -78,15 +78,4 @@ const char* resultName(ncclResult_t r) {
                                                                            : "ncclResult(unknown)";
 }
 
-const char* algoName(int algo) {
-  static const char* const kNames[] = {"Tree", "Ring",     "CollNetDirect", "CollNetChain",
-                                       "NVLS", "NVLSTree", "PAT"};
-  return algo >= 0 && algo < kNumAlgorithms ? kNames[algo] : "Undef";
-}
-
-const char* protoName(int proto) {
-  static const char* const kNames[] = {"LL", "LL128", "Simple"};
-  return proto >= 0 && proto < kNumProtocols ? kNames[proto] : "Undef";
-}
-
 }  // namespace ferry::tunerplugin

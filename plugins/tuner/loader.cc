@@ -22,9 +22,8 @@ constexpr const char* kStatic = plugins::kStaticPlugin;
 
 std::mutex gMu;
 bool gDone = false;
-bool gHave = false;
 LoadedTuner gTuner;
-void* gHandle = nullptr;
+void* gHandle = nullptr;  // the library gTuner came from; null: no tuner
 
 // Name resolution for the requested name ("" = unset); *lib gets the name
 // dlopen accepted.
@@ -60,7 +59,6 @@ bool probe(void* handle, const std::string& lib, bool fromNet) {
     if (table == nullptr) continue;
     gTuner = LoadedTuner{lib, tableName(table), sym.version, table, fromNet};
     gHandle = handle;
-    gHave = true;
     FERRY_INFO(kSubsys, "TUNER/Plugin: Using %s (v%d) from %s%s", gTuner.name.c_str(), sym.version,
                fromNet ? "net plugin library " : "", lib.c_str());
     return true;
@@ -114,14 +112,13 @@ const LoadedTuner* loadedTuner() {
     load();
     gDone = true;
   }
-  return gHave ? &gTuner : nullptr;
+  return gHandle ? &gTuner : nullptr;
 }
 
 void resetForTest() {
   std::lock_guard<std::mutex> lk(gMu);
   if (gHandle != nullptr) dlclose(gHandle);
   gHandle = nullptr;
-  gHave = false;
   gTuner = LoadedTuner{};
   gDone = false;
 }

@@ -116,10 +116,8 @@ class Tuner {
   bool finalized_ = false;
 };
 
-// Names for log lines ("AllReduce", "ncclInternalError", "Ring", "Simple").
+// Names for log lines ("AllReduce", "ncclInternalError").
 const char* funcName(ncclFunc_t f);
 const char* resultName(ncclResult_t r);
-const char* algoName(int algo);
-const char* protoName(int proto);
 
 }  // namespace ferry::tunerplugin

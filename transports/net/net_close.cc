@@ -29,30 +29,35 @@ uint64_t checksum(const CloseMsg& m) {
   return (m.magic ^ (uint64_t{m.kind} << 32 | m.count)) * 0x9e3779b97f4a7c15ull;
 }
 
-bool parse(const RecvPiece& p, CloseMsg* m) {
-  if (p.isRef || p.size != sizeof(CloseMsg)) return false;
-  std::memcpy(m, p.data, sizeof(CloseMsg));
+bool parse(const void* data, size_t size, CloseMsg* m) {
+  if (size != sizeof(CloseMsg)) return false;
+  std::memcpy(m, data, sizeof(CloseMsg));
   return m->magic == kCloseMagic && m->check == checksum(*m);
 }
 
 }  // namespace
 
-bool NetConnection::isCloseHeader(const void* data, size_t size) {
-  RecvPiece p;
-  p.data = data;
-  p.size = size;
-  CloseMsg m{};
-  return parse(p, &m) && m.kind == kHeader;
-}
-
 bool NetConnection::isFailureNotice(const void* data, size_t size, Code* code) {
-  RecvPiece p;
-  p.data = data;
-  p.size = size;
   CloseMsg m{};
-  if (!parse(p, &m) || m.kind != kFailed) return false;
+  if (!parse(data, size, &m) || m.kind != kFailed) return false;
   *code = static_cast<Code>(m.count);
   return true;
+}
+
+// A close message arriving while no close is under way: the peer failed
+// (its notice says why) or destroyed its communicator while we still expect
+// data. Data pieces are never 24 bytes with the magic and checksum.
+Status NetConnection::controlMessage(const void* data, size_t size) {
+  CloseMsg m{};
+  if (closing_ || !parse(data, size, &m)) return Status::ok();
+  if (m.kind == kFailed) {
+    error_ = noticeStatus(static_cast<Code>(m.count));
+  } else if (m.kind == kHeader) {
+    error_ = remoteError("rank " + std::to_string(peer_) +
+                         " closed the connection (its communicator was destroyed) on " + describe_);
+    FERRY_WARN("%s", error_.message().c_str());
+  }
+  return error_;
 }
 
 Status NetConnection::noticeStatus(Code code) const {
@@ -113,7 +118,7 @@ Status NetConnection::takeCloseMsgs(bool* moved) {
     if (!p.ready) return Status::ok();
     *moved = true;
     CloseMsg m{};
-    bool isClose = parse(p, &m);
+    bool isClose = !p.isRef && parse(p.data, p.size, &m);
     if (peerFillers_ < 0) {
       if (isClose && m.kind == kHeader && m.count >= 1 && m.count <= kMaxFillers) {
         peerFillers_ = static_cast<int>(m.count);
@@ -179,21 +184,15 @@ bool NetConnection::stepClose(bool* moved) {
   return true;
 }
 
-// The destructor's blocking form (when the communicator did not step it): steps until done, a plugin error (a dead
-// peer), the abort flag, or FERRY_TIMEOUT_MS without progress.
+// The destructor's blocking form (when the communicator did not step it):
+// steps until done, a plugin error (a dead peer), the abort flag, or
+// FERRY_CLOSE_TIMEOUT_MS without progress.
 void NetConnection::drainAtClose() {
-  if (closeOver_) return;
   int64_t timeoutMs = config::getInt(config::Param::kCloseTimeoutMs);
   Waiter w(abortFlag_, timeoutMs, "closing a network connection");
   for (;;) {
-    bool moved = false, ok = false;
-    if (closeStep(&moved, &ok)) {
-      if (!ok && error_.isOk()) {
-        FERRY_WARN("net: %s: the close exchange ended early (%d requests in flight)",
-                   describe_.c_str(), requestsInFlight());
-      }
-      return;
-    }
+    bool moved = false;
+    if (stepClose(&moved)) return;
     if (moved) {
       w.progressed();
       continue;

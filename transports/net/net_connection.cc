@@ -201,18 +201,7 @@ Status NetConnection::tryRecv(RecvPiece* out) {
     s.req = nullptr;
     s.done = true;
     s.size = static_cast<size_t>(size);
-    Code code = Code::kOk;
-    if (!closing_ && isFailureNotice(s.buf.data(), s.size, &code)) {
-      error_ = noticeStatus(code);
-      return error_;
-    }
-    if (!closing_ && isCloseHeader(s.buf.data(), s.size)) {
-      // The peer destroyed its communicator while we still expect data.
-      error_ = remoteError("rank " + std::to_string(peer_) +
-                           " closed the connection (its communicator was destroyed) on " + describe_);
-      FERRY_WARN("%s", error_.message().c_str());
-      return error_;
-    }
+    FERRY_TRY(controlMessage(s.buf.data(), s.size));
   }
   out->ready = true;
   out->data = s.buf.data();

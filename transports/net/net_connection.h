@@ -110,7 +110,8 @@ class NetConnection : public Connection {
   void drainAtClose();
   void closeComms();
   bool queueCloseMsg(uint32_t kind, uint32_t count);
-  static bool isCloseHeader(const void* data, size_t size);
+  // Error (latched) if a received piece is a close message outside a close.
+  Status controlMessage(const void* data, size_t size);
   static bool isFailureNotice(const void* data, size_t size, Code* code);
   bool noticeArrived(Code* code);
   Status noticeStatus(Code code) const;
