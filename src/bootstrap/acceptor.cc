@@ -228,9 +228,8 @@ void Acceptor::complete(Conn& c, std::vector<Incoming>* done) {
 
 void Acceptor::drop(Conn& c, const std::string& why, Protocol* proto) {
   if (proto && c.state == Conn::kBody) proto->abandoned(c.type, c.head.data(), c.body.size());
-  std::string verb = c.state == Conn::kHeader && c.got < sizeof(ConnHeader) ? "dropped" : "refused";
-  if (why == "wrong secret" || why.rfind("wrong type", 0) == 0) verb = "refused";
-  log_.note("bootstrap: " + verb + " connection from " + c.sock.peer().toString() + ": " + why +
+  const char* verb = c.state == Conn::kHeader && c.got < sizeof(ConnHeader) ? "dropped" : "refused";
+  log_.note(std::string("bootstrap: ") + verb + " connection from " + c.sock.peer().toString() + ": " + why +
             " (" + where_ + ")");
   c.sock.close();
   c.done = true;

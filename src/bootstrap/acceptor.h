@@ -90,7 +90,6 @@ class Acceptor {
   void revisit() { revisit_ = true; }
   // Log a refusal decided by the owner through the same rate limit.
   void refused(const std::string& line) { log_.note(line); }
-  const std::string& where() const { return where_; }
   size_t pending() const { return conns_.size(); }
   uint64_t refusals() const { return log_.total(); }
 

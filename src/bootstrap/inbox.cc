@@ -96,10 +96,9 @@ Status Inbox::pump(const Until& u, const std::string& what) {
 Status Inbox::acceptRing(Socket* ringIn, const Until& u) {
   ringIn_ = ringIn;
   Status st;
-  while (st.isOk() && !ringIn->valid()) {
-    st = pump(u, "waiting for the ring connection from rank " +
-                     std::to_string((rank_ - 1 + nranks_) % nranks_));
-  }
+  const std::string what =
+      "waiting for the ring connection from rank " + std::to_string((rank_ - 1 + nranks_) % nranks_);
+  while (st.isOk() && !ringIn->valid()) st = pump(u, what);
   ringIn_ = nullptr;
   return st;
 }

@@ -223,11 +223,15 @@ void Root::problem(ReplyStatus code, const std::string& why) {
   lastEventMs_ = nowMs();
 }
 
+// Best effort: the message is small enough to sit in the socket buffer.
+void replyText(Socket& s, ReplyStatus code, const std::string& why) {
+  std::string text = why.substr(0, kMaxReplyText);
+  reply(s, code, text.data(), static_cast<uint32_t>(text.size()), Until::after(100));
+}
+
 void Root::refuse(Socket& s, ReplyStatus code, const std::string& why) {
   acceptor_.refused("bootstrap root: refused check-in: " + why);
-  std::string text = why.substr(0, kMaxReplyText);
-  // Best effort: the message is small enough to sit in the socket buffer.
-  reply(s, code, text.data(), static_cast<uint32_t>(text.size()), Until::after(100));
+  replyText(s, code, why);
   s.close();
 }
 
@@ -249,12 +253,8 @@ void Root::finish(int nranks, Group& g) {
 void Root::fail(ReplyStatus code, const std::string& why) {
   expect_->replying.store(true);
   ROOT_WARN("%s: %s", where_.c_str(), why.c_str());
-  std::string text = why.substr(0, kMaxReplyText);
-  for (auto& [n, g] : groups_) {
-    for (auto& [r, m] : g) {
-      reply(m.sock, code, text.data(), static_cast<uint32_t>(text.size()), Until::after(100));
-    }
-  }
+  for (auto& [n, g] : groups_)
+    for (auto& [r, m] : g) replyText(m.sock, code, why);
 }
 
 void* rootMain(void* arg) {
