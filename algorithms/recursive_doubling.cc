@@ -111,25 +111,23 @@ Schedule recursiveDoublingSchedule(const CollArgs& a) {
   Schedule s{"recdbl", {}};
   size_t e = a.elemSize;
   if (a.nranks == 1) {
-    Step c = makeStep(StepKind::kCopy, -1, -1, Region{kInputBuf, 0}, Region{kOutputBuf, 0}, a.count * e);
-    c.scaleSrc = c.finalValue = true;
-    s.lanes.push_back(Lane{{c}});
+    s.lanes.push_back(singleCopy(a.count * e));
     return s;
   }
   if (a.count == 0) return s;  // no lanes: nothing to exchange
   int m = 1;
   while (m * 2 <= a.nranks) m *= 2;
-  size_t chunkElems = a.chunkBytes ? std::max<size_t>(1, a.chunkBytes / e) : a.count;
   Lane lane;
-  for (size_t base = 0; base < a.count; base += chunkElems) {
-    size_t len = std::min(chunkElems, a.count - base);
+  size_t longest = 0;  // the first chunk; the scratch holds one
+  forEachRound(a.count, e, 1, a.chunkBytes, [&](size_t base, size_t len) {
+    longest = std::max(longest, len);
     if (a.rank < m) {
       coreChunk(a, m, base * e, len * e, &lane.steps);
     } else {
       extraChunk(a, m, base * e, len * e, &lane.steps);
     }
-  }
-  if (a.rank < m) s.scratchBytes = std::min(chunkElems, a.count) * e;
+  });
+  if (a.rank < m) s.scratchBytes = longest * e;
   s.lanes.push_back(std::move(lane));
   return s;
 }

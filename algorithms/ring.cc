@@ -34,28 +34,14 @@ struct Ring {
   int blockOf(int p) const { return order ? (*order)[p] : p; }
 };
 
-// Rounds that move at most chunkBytes per step (see CollArgs::chunkBytes).
-// A round of AllReduce spans `chunksPerRound` = n chunks of the buffer; one
-// of ReduceScatter/AllGather moves the same slice of every rank's block.
-template <typename Body>
-void forEachRound(size_t count, size_t elem, int chunksPerRound, size_t chunkBytes, Body body) {
-  size_t chunkElems = chunkBytes ? std::max<size_t>(1, chunkBytes / elem) : count;
-  size_t roundElems = chunkElems * chunksPerRound;
-  for (size_t base = 0; base < count; base += roundElems) body(base, std::min(roundElems, count - base));
-}
+// forEachRound (schedule.h): a round of AllReduce spans n chunks of the
+// buffer; one of ReduceScatter/AllGather moves the same slice of every
+// rank's block.
 
 constexpr auto step = makeStep;
 
 Region in(size_t off) { return Region{kInputBuf, off}; }
 Region out(size_t off) { return Region{kOutputBuf, off}; }
-
-// The single-rank case of every reducing collective: out = in (scaled, divided).
-Lane singleCopy(size_t bytes) {
-  Step s = step(StepKind::kCopy, -1, -1, in(0), out(0), bytes);
-  s.scaleSrc = true;
-  s.finalValue = true;
-  return Lane{{s}};
-}
 
 // Reduce-scatter phase shared by AllReduce and ReduceScatter. `shift` picks
 // which chunk a rank ends up owning: rank r finishes chunk r + shift - (n-1).

@@ -13,6 +13,7 @@
 // FIFO, so a long step still overlaps with the neighbours' work.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -134,6 +135,24 @@ Schedule ringSchedule(const CollArgs& a);
 Schedule directSchedule(const CollArgs& a);
 Schedule recursiveDoublingSchedule(const CollArgs& a);  // AllReduce only
 Schedule p2pSchedule(int rank, const std::vector<P2pOp>& ops);
+
+// Rounds that move at most chunkBytes per step (see CollArgs::chunkBytes):
+// body(base, len) in elements for each round; a round spans
+// `chunksPerRound` chunks (a ring AllReduce: n; pairwise exchanges: 1).
+template <typename Body>
+void forEachRound(size_t count, size_t elem, int chunksPerRound, size_t chunkBytes, Body body) {
+  size_t chunkElems = chunkBytes ? std::max<size_t>(1, chunkBytes / elem) : count;
+  size_t roundElems = chunkElems * chunksPerRound;
+  for (size_t base = 0; base < count; base += roundElems) body(base, std::min(roundElems, count - base));
+}
+
+// The single-rank case of every reducing collective: out = in (scaled, divided).
+inline Lane singleCopy(size_t bytes) {
+  Step s = makeStep(StepKind::kCopy, -1, -1, Region{kInputBuf, 0}, Region{kOutputBuf, 0}, bytes);
+  s.scaleSrc = true;
+  s.finalValue = true;
+  return Lane{{s}};
+}
 
 // Byte offset of block c when `total` elements are split evenly into n blocks
 // (blocks differ by at most one element; every rank computes the same split).
