@@ -2,6 +2,7 @@
 // the Tuner interface. Function pointers other than init are read from the
 // plugin's table at call time, because some plugins fill their table in init.
 #include <cinttypes>
+#include <type_traits>
 
 #include "core/log.h"
 #include "plugins/net/net_plugins.h"
@@ -95,35 +96,31 @@ Status Tuner::adjust(ncclFunc_t coll, size_t nBytes, int numPipeOps, bool regBuf
   int channels = 0;
   float** t = reinterpret_cast<float**>(&table[0][0]);
   int reg = regBuff ? 1 : 0;
-  ncclResult_t r = ncclSuccess;
-  switch (version()) {
-    case 2: FERRY_TRY(adjustV2(coll, nBytes, numPipeOps, table, &channels)); break;
-    case 3: {
-      auto fn = as<ncclTuner_v3_t>(plugin_)->getCollInfo;
-      if (fn == nullptr) return pluginError(ncclInvalidUsage, "getCollInfo (NULL)", coll, nBytes);
-      r = fn(ctx_, coll, nBytes, numPipeOps, t, kNumAlgorithms, kNumProtocols, &channels);
-      break;
+  if (version() == 2) {
+    FERRY_TRY(adjustV2(coll, nBytes, numPipeOps, table, &channels));
+  } else {
+    // v3..v6 share getCollInfo's shape; v3 lacks regBuff.
+    bool missing = false;
+    auto call = [&](const auto* plugin) -> ncclResult_t {
+      auto fn = plugin->getCollInfo;
+      missing = fn == nullptr;
+      if (missing) return ncclSuccess;
+      if constexpr (std::is_same_v<decltype(plugin), const ncclTuner_v3_t*>) {
+        return fn(ctx_, coll, nBytes, numPipeOps, t, kNumAlgorithms, kNumProtocols, &channels);
+      } else {
+        return fn(ctx_, coll, nBytes, numPipeOps, t, kNumAlgorithms, kNumProtocols, reg, &channels);
+      }
+    };
+    ncclResult_t r = ncclSuccess;
+    switch (version()) {
+      case 3: r = call(as<ncclTuner_v3_t>(plugin_)); break;
+      case 4: r = call(as<ncclTuner_v4_t>(plugin_)); break;
+      case 5: r = call(as<ncclTuner_v5_t>(plugin_)); break;
+      case 6: r = call(as<ncclTuner_v6_t>(plugin_)); break;
     }
-    case 4: {
-      auto fn = as<ncclTuner_v4_t>(plugin_)->getCollInfo;
-      if (fn == nullptr) return pluginError(ncclInvalidUsage, "getCollInfo (NULL)", coll, nBytes);
-      r = fn(ctx_, coll, nBytes, numPipeOps, t, kNumAlgorithms, kNumProtocols, reg, &channels);
-      break;
-    }
-    case 5: {
-      auto fn = as<ncclTuner_v5_t>(plugin_)->getCollInfo;
-      if (fn == nullptr) return pluginError(ncclInvalidUsage, "getCollInfo (NULL)", coll, nBytes);
-      r = fn(ctx_, coll, nBytes, numPipeOps, t, kNumAlgorithms, kNumProtocols, reg, &channels);
-      break;
-    }
-    case 6: {
-      auto fn = as<ncclTuner_v6_t>(plugin_)->getCollInfo;
-      if (fn == nullptr) return pluginError(ncclInvalidUsage, "getCollInfo (NULL)", coll, nBytes);
-      r = fn(ctx_, coll, nBytes, numPipeOps, t, kNumAlgorithms, kNumProtocols, reg, &channels);
-      break;
-    }
+    if (missing) return pluginError(ncclInvalidUsage, "getCollInfo (NULL)", coll, nBytes);
+    if (r != ncclSuccess) return pluginError(r, "getCollInfo", coll, nBytes);
   }
-  if (r != ncclSuccess) return pluginError(r, "getCollInfo", coll, nBytes);
   if (nChannels != nullptr) *nChannels = channels < 0 ? 0 : channels;
   return Status::ok();
 }
