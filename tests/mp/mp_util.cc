@@ -352,4 +352,19 @@ int logFilesWith(const std::string& dir, const std::string& tag, const std::stri
   return hits;
 }
 
+RunOptions pairedNodesOptions(const std::string& dir, const std::string& tag, Env env, int nranks,
+                              int timeoutSec) {
+  RunOptions o;
+  o.timeoutSec = timeoutSec;
+  o.env = std::move(env);
+  o.env["FERRY_TIMEOUT_MS"] = "20000";
+  o.env["FERRY_NET_SLOT_BYTES"] = "65536";
+  o.env["NCCL_DEBUG"] = "INFO";
+  o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET";
+  o.env["NCCL_DEBUG_FILE"] = dir + "/" + tag + ".%p";
+  o.rankEnv.resize(nranks);
+  for (int r = 0; r < nranks; ++r) o.rankEnv[r]["NCCL_HOSTID"] = tag + "-node-" + std::to_string(r / 2);
+  return o;
+}
+
 }  // namespace ferry::mp

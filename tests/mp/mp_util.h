@@ -102,6 +102,12 @@ std::string resultName(ncclResult_t r);
 // -1 if that cannot be found out.
 int logFilesWith(const std::string& dir, const std::string& tag, const std::string& text);
 
+// nranks on simulated nodes of two ranks each (NCCL_HOSTID <tag>-node-<r/2>),
+// 64 KiB network slots, FERRY_TIMEOUT_MS 20 s, INIT,NET INFO logged to
+// <dir>/<tag>.<pid>; `env` adds to (and may override) the rest.
+RunOptions pairedNodesOptions(const std::string& dir, const std::string& tag, Env env, int nranks,
+                              int timeoutSec);
+
 }  // namespace ferry::mp
 
 // Inside a rank body (or a helper returning int): on failure, record where

@@ -38,17 +38,7 @@ int collectivesBody(int rank, int n, const ncclUniqueId& id) {
 
 // 4 ranks on 2 simulated nodes, every rank logging to logDir()/<tag>.<pid>.
 RunResult runOnTwoNodes(const std::string& tag, Env env) {
-  RunOptions o;
-  o.timeoutSec = 120;
-  o.env = std::move(env);
-  o.env["FERRY_TIMEOUT_MS"] = "20000";
-  o.env["FERRY_NET_SLOT_BYTES"] = "65536";
-  o.env["NCCL_DEBUG"] = "INFO";
-  o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET";
-  o.env["NCCL_DEBUG_FILE"] = logDir() + "/" + tag + ".%p";
-  o.rankEnv.resize(4);
-  for (int r = 0; r < 4; ++r) o.rankEnv[r]["NCCL_HOSTID"] = tag + "-node-" + std::to_string(r / 2);
-  return runRanks(4, collectivesBody, o);
+  return runRanks(4, collectivesBody, pairedNodesOptions(logDir(), tag, std::move(env), 4, 120));
 }
 
 int filesWith(const std::string& tag, const std::string& text) {

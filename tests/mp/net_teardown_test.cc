@@ -86,16 +86,7 @@ int filesWith(const std::string& tag, const std::string& text) {
 
 void runTeardown(const std::string& tag, Second how, Env env, const std::string& netName,
                  int nranks = 4) {
-  RunOptions o;
-  o.timeoutSec = 150;
-  o.env = std::move(env);
-  o.env["FERRY_TIMEOUT_MS"] = "20000";
-  o.env["FERRY_NET_SLOT_BYTES"] = "65536";
-  o.env["NCCL_DEBUG"] = "INFO";
-  o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET";
-  o.env["NCCL_DEBUG_FILE"] = logDir() + "/" + tag + ".%p";
-  o.rankEnv.resize(nranks);
-  for (int r = 0; r < nranks; ++r) o.rankEnv[r]["NCCL_HOSTID"] = tag + "-node-" + std::to_string(r / 2);
+  RunOptions o = pairedNodesOptions(logDir(), tag, std::move(env), nranks, 150);
   RunResult res = runRanks(
       nranks, [how](int rank, int n, const ncclUniqueId& id) { return teardownBody(rank, n, id, how); }, o);
   EXPECT_RANKS_OK(res);
