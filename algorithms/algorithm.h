@@ -1,14 +1,15 @@
 // Algorithm registry: the explicit list of schedule builders, by name.
 //
-// Selection walks the list in order and takes the first algorithm that
-// supports the collective and passes the NCCL_ALGO filter (algo_filter.h). Later issues add
-// trees, hierarchical and rail-aware algorithms by adding entries here.
+// Each entry says which calls it can run (supports), how (build: a
+// data-independent Schedule) and how long it should take (cost: the model in
+// cost_model.h, from the communicator's view). The choice between them lives
+// in tuner.h; NCCL_ALGO names entries of this list (algo_filter.h).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "algorithms/algo_filter.h"
+#include "algorithms/comm_view.h"
 #include "algorithms/schedule.h"
 #include "core/status.h"
 
@@ -16,17 +17,19 @@ namespace ferry {
 
 struct Algorithm {
   const char* name;
-  bool (*supports)(const CollArgs& a);
-  Schedule (*build)(const CollArgs& a);
+  bool (*supports)(const CollArgs& a, const CommView& v);
+  Schedule (*build)(const CollArgs& a, const CommView& v);
+  // Predicted time of the whole collective in microseconds (cost_model.h).
+  double (*cost)(const CollArgs& a, const CommView& v);
+  // Where this algorithm sits in NCCL's cost table [algorithm][protocol]
+  // (NCCL_ALGO_* / NCCL_PROTO_* of nccl_tuner.h) when a tuner plugin sees
+  // it; docs/tuning.md gives the mapping and why.
+  int ncclAlgo;
+  int ncclProto;
 };
 
 const std::vector<Algorithm>& algorithmRegistry();
-
-// Build the schedule for `a` with the first algorithm that supports it and
-// that `filter` (NCCL_ALGO, parsed) allows. When the filter allows none that
-// can run `a` (e.g. NCCL_ALGO=Tree, which Ferry lacks, or ^ring for a large
-// AllReduce), the first that supports it runs, as NCCL falls back to what
-// works, with an INFO line (TUNING) once per collective kind per process.
-Result<Schedule> selectSchedule(const CollArgs& a, const CollFilter& filter = CollFilter());
+// The entry named `name` (case-insensitive), or null.
+const Algorithm* findAlgorithm(const std::string& name);
 
 }  // namespace ferry

@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <map>
 
-#include "algorithms/schedule.h"
+#include "algorithms/builders.h"
+#include "algorithms/cost_model.h"
 
 namespace ferry {
 namespace {
@@ -76,12 +77,12 @@ Schedule directAllReduce(const CollArgs& a) {
 // peer instead of the ring's 2(n-1) hops. One lane: sends of references
 // never block, and rounds of at most chunkBytes per slice keep plain copies
 // within the FIFOs.
-Schedule directReduceScatterGather(const CollArgs& a) {
-  Schedule s{"direct", {}};
+Schedule directReduceScatterGather(const CollArgs& a, size_t chunkBytes) {
+  Schedule s{"twoshot", {}};
   Lane lane;
   int n = a.nranks, r = a.rank;
   size_t e = a.elemSize;
-  size_t sliceElems = a.chunkBytes ? std::max<size_t>(1, a.chunkBytes / e) : a.count;
+  size_t sliceElems = chunkBytes ? std::max<size_t>(1, chunkBytes / e) : a.count;
   size_t roundElems = sliceElems * n;
   for (size_t base = 0; base < a.count; base += roundElems) {
     size_t len = std::min(roundElems, a.count - base);
@@ -116,10 +117,15 @@ Schedule directReduceScatterGather(const CollArgs& a) {
 
 }  // namespace
 
-Schedule directSchedule(const CollArgs& a) {
+Schedule twoShotSchedule(const CollArgs& a, const CommView& v) {
+  if (a.nranks == 1) return Schedule{"twoshot", {singleCopy(a.count * a.elemSize)}};
+  return directReduceScatterGather(a, v.chunkBytes);
+}
+
+Schedule directSchedule(const CollArgs& a, const CommView&) {
   if (a.kind == CollKind::kAllReduce) {
-    if (a.count * a.elemSize <= a.directMaxBytes) return directAllReduce(a);
-    return directReduceScatterGather(a);
+    if (a.nranks == 1) return Schedule{"direct", {singleCopy(a.count * a.elemSize)}};
+    return directAllReduce(a);
   }
   Schedule s{"direct", {}};
   size_t block = a.count * a.elemSize;
@@ -184,6 +190,50 @@ Schedule p2pSchedule(int rank, const std::vector<P2pOp>& ops) {
   Schedule s{"p2p", {}};
   for (auto& [key, lane] : lanes) s.lanes.push_back(std::move(lane));
   return s;
+}
+
+}  // namespace ferry
+
+namespace ferry {
+
+bool directSupports(const CollArgs& a, const CommView&) {
+  return a.kind == CollKind::kAllReduce || a.kind == CollKind::kAllToAll ||
+         a.kind == CollKind::kGather || a.kind == CollKind::kScatter;
+}
+
+// A rank receives every other rank's whole input: one wait, then n-1
+// messages through its links (a host's NICs carry what all its ranks send
+// off the host) and n-1 reductions.
+double directCost(const CollArgs& a, const CommView& v) {
+  int n = a.nranks;
+  double bytes = static_cast<double>(a.count * a.elemSize);
+  if (n == 1) return cost::transfer(v, v.self, bytes);
+  int local = static_cast<int>(v.hostRanks[v.hostOf[a.rank]].size());
+  double intra = cost::transfer(v, v.intra, (local - 1) * bytes);
+  double nics = std::max(1, std::min(local, v.nRails));
+  double inter = cost::transfer(v, v.inter, local * double(n - local) * bytes / nics);
+  double perMessage = 0.2 * (n - 1) * cost::share(v);  // posting and matching each message
+  double moves = std::max(intra, inter) + perMessage + cost::latency(v, v.slowest());
+  switch (a.kind) {
+    case CollKind::kAllReduce: return moves + cost::reduce(v, (n - 1) * bytes);
+    default: return moves;  // AlltoAll, Gather, Scatter: the only candidate
+  }
+}
+
+bool twoShotSupports(const CollArgs& a, const CommView& v) {
+  return a.kind == CollKind::kAllReduce && v.allLocal;
+}
+
+// Two one-hop phases per round of n chunks: each rank reduces its slice of
+// everyone's input, then fetches everyone's finished slice.
+double twoShotCost(const CollArgs& a, const CommView& v) {
+  int n = a.nranks;
+  double bytes = static_cast<double>(a.count * a.elemSize);
+  if (n == 1) return cost::transfer(v, v.self, bytes);
+  double f = (n - 1.0) / n;
+  double rounds = cost::chunks(v, bytes / n);
+  return 2 * rounds * cost::latency(v, v.intra) + 0.2 * 2 * (n - 1) * rounds * cost::share(v) +
+         cost::transfer(v, v.intra, 2 * f * bytes) + cost::reduce(v, f * bytes);
 }
 
 }  // namespace ferry

@@ -28,7 +28,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "algorithms/schedule.h"
+#include "algorithms/builders.h"
+#include "algorithms/cost_model.h"
 
 namespace ferry {
 namespace {
@@ -107,7 +108,7 @@ void extraChunk(const CollArgs& a, int m, size_t off, size_t bytes, std::vector<
 
 }  // namespace
 
-Schedule recursiveDoublingSchedule(const CollArgs& a) {
+Schedule recursiveDoublingSchedule(const CollArgs& a, const CommView& v) {
   Schedule s{"recdbl", {}};
   size_t e = a.elemSize;
   if (a.nranks == 1) {
@@ -119,7 +120,7 @@ Schedule recursiveDoublingSchedule(const CollArgs& a) {
   while (m * 2 <= a.nranks) m *= 2;
   Lane lane;
   size_t longest = 0;  // the first chunk; the scratch holds one
-  forEachRound(a.count, e, 1, a.chunkBytes, [&](size_t base, size_t len) {
+  forEachRound(a.count, e, 1, v.chunkBytes, [&](size_t base, size_t len) {
     longest = std::max(longest, len);
     if (a.rank < m) {
       coreChunk(a, m, base * e, len * e, &lane.steps);
@@ -130,6 +131,41 @@ Schedule recursiveDoublingSchedule(const CollArgs& a) {
   if (a.rank < m) s.scratchBytes = longest * e;
   s.lanes.push_back(std::move(lane));
   return s;
+}
+
+}  // namespace ferry
+
+namespace ferry {
+
+bool recursiveDoublingSupports(const CollArgs& a, const CommView&) {
+  return a.kind == CollKind::kAllReduce;
+}
+
+// log2(m) exchanges of the whole (chunk of the) message, plus one exchange
+// before and after with the ranks beyond the largest power of two m. A round
+// crosses hosts when any rank's partner is on another host.
+double recursiveDoublingCost(const CollArgs& a, const CommView& v) {
+  int n = a.nranks;
+  double bytes = static_cast<double>(a.count * a.elemSize);
+  if (n == 1) return cost::transfer(v, v.self, bytes);
+  int m = 1;
+  while (m * 2 <= n) m *= 2;
+  double k = cost::chunks(v, bytes);
+  double piece = bytes / k, perChunk = 0;
+  auto round = [&](const LinkCost& l) { perChunk += cost::hop(v, l, piece) + cost::reduce(v, piece); };
+  for (int d = 1; d < m; d *= 2) {
+    bool crosses = false;
+    for (int r = 0; r < m && !crosses; ++r) crosses = !v.sameHost(r, r ^ d);
+    round(crosses ? v.inter : v.intra);
+  }
+  if (m < n) {
+    bool crosses = false;
+    for (int r = m; r < n && !crosses; ++r) crosses = !v.sameHost(r, r - m);
+    const LinkCost& l = crosses ? v.inter : v.intra;
+    round(l);
+    perChunk += cost::hop(v, l, piece);
+  }
+  return k * perChunk;
 }
 
 }  // namespace ferry

@@ -1,6 +1,6 @@
 // Ring schedules: AllReduce, ReduceScatter, AllGather, Broadcast, Reduce.
 //
-// Ranks sit on a ring in CollArgs::ringOrder (rank order by default). Every
+// Ranks sit on a ring in CommView::ringOrder (rank order when empty). Every
 // rank sends only to the next position and receives only from the previous
 // one, so each link carries the bandwidth-optimal 2(n-1)/n (or (n-1)/n) of
 // the data, and one lane per rank keeps the connection order. Chunk
@@ -8,7 +8,8 @@
 // back to the rank whose block it is (ReduceScatter/AllGather).
 #include <algorithm>
 
-#include "algorithms/schedule.h"
+#include "algorithms/builders.h"
+#include "algorithms/cost_model.h"
 
 namespace ferry {
 namespace {
@@ -16,9 +17,9 @@ namespace {
 struct Ring {
   int pos, n, next, prev;  // pos: this rank's ring position
   const std::vector<int>* order;
-  explicit Ring(const CollArgs& a) : Ring(a, a.ringOrder) {}
-  Ring(const CollArgs& a, const std::vector<int>* ringOrder)
-      : pos(posOf(ringOrder, a.nranks, a.rank)), n(a.nranks), order(ringOrder) {
+  Ring(const CollArgs& a, const std::vector<int>& ringOrder)
+      : pos(posOf(ringOrderOrNull(ringOrder), a.nranks, a.rank)), n(a.nranks),
+        order(ringOrderOrNull(ringOrder)) {
     next = blockOf(mod(pos + 1));
     prev = blockOf(mod(pos - 1));
   }
@@ -28,7 +29,10 @@ struct Ring {
       if ((*order)[p] == r) return p;
     return r;
   }
-  static int posOf(const CollArgs& a, int r) { return posOf(a.ringOrder, a.nranks, r); }
+  static const std::vector<int>* ringOrderOrNull(const std::vector<int>& o) {
+    return o.empty() ? nullptr : &o;
+  }
+  int posOfRank(int r) const { return posOf(order, n, r); }
   int mod(int c) const { return ((c % n) + n) % n; }
   // The rank at ring position p (= whose block chunk p is).
   int blockOf(int p) const { return order ? (*order)[p] : p; }
@@ -73,20 +77,21 @@ struct Range {
   size_t begin = 0, len = 0;
 };
 
-// With a second ring order (CollArgs::ringOrder2), the elements are split in
+// With a second ring order (CommView::ringOrder2), the elements are split in
 // two halves, one per ring, each on its own lane: the rings cross host
 // boundaries from different local ranks, hence over different rails.
 template <typename LaneFn>
-Schedule onRings(const CollArgs& a, LaneFn laneFor) {
-  if (!a.ringOrder2 || a.count < 2) return Schedule{"ring", {laneFor(Ring(a), Range{0, a.count}, true)}};
+Schedule onRings(const CollArgs& a, const CommView& v, LaneFn laneFor) {
+  Ring first(a, v.ringOrder);
+  if (v.ringOrder2.empty() || a.count < 2) return Schedule{"ring", {laneFor(first, Range{0, a.count}, true)}};
   size_t half = a.count / 2;
-  return Schedule{"ring", {laneFor(Ring(a), Range{0, half}, true),
-                           laneFor(Ring(a, a.ringOrder2), Range{half, a.count - half}, false)}};
+  return Schedule{"ring", {laneFor(first, Range{0, half}, true),
+                           laneFor(Ring(a, v.ringOrder2), Range{half, a.count - half}, false)}};
 }
 
-Lane allReduceLane(const CollArgs& a, const Ring& r, Range rg) {
+Lane allReduceLane(const CollArgs& a, size_t chunkBytes, const Ring& r, Range rg) {
   std::vector<Step> s;
-  forEachRound(rg.len, a.elemSize, r.n, a.chunkBytes, [&](size_t base, size_t len) {
+  forEachRound(rg.len, a.elemSize, r.n, chunkBytes, [&](size_t base, size_t len) {
     size_t off = (rg.begin + base) * a.elemSize;
     auto at = [&](int c) { return off + blockStart(len, r.n, c, a.elemSize); };
     auto bytes = [&](int c) { return at(c + 1) - at(c); };
@@ -102,15 +107,15 @@ Lane allReduceLane(const CollArgs& a, const Ring& r, Range rg) {
   return Lane{std::move(s)};
 }
 
-Schedule allReduce(const CollArgs& a) {
-  return onRings(a, [&](const Ring& r, Range rg, bool) { return allReduceLane(a, r, rg); });
+Schedule allReduce(const CollArgs& a, const CommView& v) {
+  return onRings(a, v, [&](const Ring& r, Range rg, bool) { return allReduceLane(a, v.chunkBytes, r, rg); });
 }
 
-Schedule reduceScatter(const CollArgs& a) {
+Schedule reduceScatter(const CollArgs& a, const CommView& v) {
   size_t block = a.count * a.elemSize;
-  return onRings(a, [&](const Ring& r, Range rg, bool) {
+  return onRings(a, v, [&](const Ring& r, Range rg, bool) {
     std::vector<Step> s;
-    forEachRound(rg.len, a.elemSize, 1, a.chunkBytes, [&](size_t base, size_t len) {
+    forEachRound(rg.len, a.elemSize, 1, v.chunkBytes, [&](size_t base, size_t len) {
       size_t off = (rg.begin + base) * a.elemSize, bytes = len * a.elemSize;
       reducePhase(r, -1, false, [&](int c) { return r.blockOf(c) * block + off; },
                   [&](int) { return off; }, [&](int) { return bytes; }, &s);
@@ -119,13 +124,13 @@ Schedule reduceScatter(const CollArgs& a) {
   });
 }
 
-Schedule allGather(const CollArgs& a) {
+Schedule allGather(const CollArgs& a, const CommView& v) {
   size_t block = a.count * a.elemSize;
-  return onRings(a, [&](const Ring& r, Range rg, bool first) {
+  return onRings(a, v, [&](const Ring& r, Range rg, bool first) {
     std::vector<Step> s;
     // Our own block, whole, by the first lane (the other never writes it).
     if (first && !a.inPlace) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(block * a.rank), block));
-    forEachRound(rg.len, a.elemSize, 1, a.chunkBytes, [&](size_t base, size_t len) {
+    forEachRound(rg.len, a.elemSize, 1, v.chunkBytes, [&](size_t base, size_t len) {
       size_t off = (rg.begin + base) * a.elemSize, bytes = len * a.elemSize;
       s.push_back(step(StepKind::kSend, r.next, -1, in(off), {}, bytes));
       for (int j = 1; j < r.n; ++j) {
@@ -139,10 +144,10 @@ Schedule allGather(const CollArgs& a) {
   });
 }
 
-Schedule broadcast(const CollArgs& a) {
-  Ring r(a);
+Schedule broadcast(const CollArgs& a, const CommView& v) {
+  Ring r(a, v.ringOrder);
   size_t bytes = a.count * a.elemSize;
-  int pos = r.mod(r.pos - Ring::posOf(a, a.root));
+  int pos = r.mod(r.pos - r.posOfRank(a.root));
   std::vector<Step> s;
   if (pos == 0) {
     if (!a.inPlace) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(0), bytes));
@@ -155,10 +160,10 @@ Schedule broadcast(const CollArgs& a) {
   return Schedule{"ring", {Lane{std::move(s)}}};
 }
 
-Schedule reduce(const CollArgs& a) {
-  Ring r(a);
+Schedule reduce(const CollArgs& a, const CommView& v) {
+  Ring r(a, v.ringOrder);
   size_t bytes = a.count * a.elemSize;
-  int pos = r.mod(r.pos - Ring::posOf(a, a.root) - 1);  // the chain starts after the root, ends at it
+  int pos = r.mod(r.pos - r.posOfRank(a.root) - 1);  // the chain starts after the root, ends at it
   Step s;
   if (pos == 0) {
     s = step(StepKind::kSend, r.next, -1, in(0), {}, bytes);
@@ -175,7 +180,7 @@ Schedule reduce(const CollArgs& a) {
 
 }  // namespace
 
-Schedule ringSchedule(const CollArgs& a) {
+Schedule ringSchedule(const CollArgs& a, const CommView& v) {
   if (a.nranks == 1) {
     size_t bytes = a.count * a.elemSize;
     bool reducing = a.kind == CollKind::kAllReduce || a.kind == CollKind::kReduce ||
@@ -185,12 +190,59 @@ Schedule ringSchedule(const CollArgs& a) {
     return Schedule{"ring", {Lane{{step(StepKind::kCopy, -1, -1, in(0), out(0), bytes)}}}};
   }
   switch (a.kind) {
-    case CollKind::kAllReduce: return allReduce(a);
-    case CollKind::kReduceScatter: return reduceScatter(a);
-    case CollKind::kAllGather: return allGather(a);
-    case CollKind::kBroadcast: return broadcast(a);
-    case CollKind::kReduce: return reduce(a);
+    case CollKind::kAllReduce: return allReduce(a, v);
+    case CollKind::kReduceScatter: return reduceScatter(a, v);
+    case CollKind::kAllGather: return allGather(a, v);
+    case CollKind::kBroadcast: return broadcast(a, v);
+    case CollKind::kReduce: return reduce(a, v);
     default: return Schedule{};
+  }
+}
+
+}  // namespace ferry
+
+namespace ferry {
+
+bool ringSupports(const CollArgs& a, const CommView&) {
+  switch (a.kind) {
+    case CollKind::kAllReduce: case CollKind::kBroadcast: case CollKind::kReduce:
+    case CollKind::kAllGather: case CollKind::kReduceScatter:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Every step of a ring moves one chunk over every link at once, so a step
+// lasts as long as the slowest link takes; a second ring halves each ring's
+// bytes, and the two leave each host over different rails when it has two.
+double ringCost(const CollArgs& a, const CommView& v) {
+  int n = a.nranks;
+  if (n == 1) return cost::transfer(v, v.self, static_cast<double>(a.count * a.elemSize));
+  const LinkCost& l = v.slowest();
+  double rings = v.ringOrder2.empty() || a.count < 2 ? 1.0 : 2.0;
+  double parallel = &l == &v.inter ? std::min<double>(rings, v.nRails) : 1.0;
+  double bytes = static_cast<double>(a.count * a.elemSize);
+  double f = (n - 1.0) / n;
+  switch (a.kind) {
+    case CollKind::kAllReduce: {
+      double perRing = bytes / rings;
+      double rounds = cost::chunks(v, perRing / n);
+      return 2 * (n - 1) * rounds * cost::latency(v, l) +
+             cost::transfer(v, l, 2 * f * bytes / parallel) + cost::reduce(v, f * bytes);
+    }
+    case CollKind::kReduceScatter:
+    case CollKind::kAllGather: {
+      double rounds = cost::chunks(v, bytes / rings);
+      double red = a.kind == CollKind::kReduceScatter ? cost::reduce(v, (n - 1) * bytes) : 0.0;
+      return (n - 1) * rounds * cost::latency(v, l) + cost::transfer(v, l, (n - 1) * bytes / parallel) + red;
+    }
+    case CollKind::kBroadcast:
+      return cost::chain(v, l, bytes, n - 1);
+    case CollKind::kReduce:
+      return cost::chain(v, l, bytes, n - 1) + cost::reduce(v, bytes);
+    default:
+      return 0.0;
   }
 }
 

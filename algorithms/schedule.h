@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/comm_view.h"
+
 namespace ferry {
 
 enum class CollKind : uint8_t {
@@ -95,27 +97,6 @@ struct CollArgs {
   size_t count = 0;         // NCCL's count argument (per rank block for gather-like ops)
   size_t elemSize = 1;
   bool inPlace = false;     // input and output are the same memory as NCCL defines it
-  // Largest piece of data one ring step may carry. Ring collectives run in
-  // rounds of nranks*chunkBytes so a step's output always fits in the
-  // receiver's FIFO; without it every rank would block sending its first
-  // chunk. 0 = one round.
-  size_t chunkBytes = 0;
-  // AllReduce of at most this many bytes uses the one-hop direct algorithm
-  // (every rank sends its input to every other) instead of the ring.
-  size_t directMaxBytes = 0;
-  // Every rank shares this machine, may read peers' memory directly and has
-  // a core of its own: large AllReduce then uses the direct reduce-scatter +
-  // all-gather.
-  bool allLocal = false;
-  // Ring order: position -> rank (null: rank order). Communicators keep each
-  // host's ranks contiguous so a ring crosses every host boundary once.
-  const std::vector<int>* ringOrder = nullptr;
-  // A second ring (null: none). AllReduce, ReduceScatter and AllGather then
-  // run half the elements on each ring, on two lanes. Communicators spanning
-  // hosts reverse each host's local order for it, so the two rings leave a
-  // host from different local ranks, i.e. over different rails. Its
-  // neighbours must differ from the first ring's in each direction.
-  const std::vector<int>* ringOrder2 = nullptr;
 };
 
 inline Step makeStep(StepKind kind, int sendPeer, int recvPeer, Region src, Region dst,
@@ -130,13 +111,11 @@ inline Step makeStep(StepKind kind, int sendPeer, int recvPeer, Region src, Regi
   return s;
 }
 
-// Schedules of the built-in algorithms (algorithms/*.cc).
-Schedule ringSchedule(const CollArgs& a);
-Schedule directSchedule(const CollArgs& a);
-Schedule recursiveDoublingSchedule(const CollArgs& a);  // AllReduce only
+// The schedule of a group's point-to-point batch (direct.cc); collective
+// builders are listed in builders.h.
 Schedule p2pSchedule(int rank, const std::vector<P2pOp>& ops);
 
-// Rounds that move at most chunkBytes per step (see CollArgs::chunkBytes):
+// Rounds that move at most chunkBytes per step (see CommView::chunkBytes):
 // body(base, len) in elements for each round; a round spans
 // `chunksPerRound` chunks (a ring AllReduce: n; pairwise exchanges: 1).
 template <typename Body>

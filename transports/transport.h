@@ -134,6 +134,16 @@ class Connection {
   virtual std::string describe() const = 0;
 };
 
+// What a transport tells the communicator's view (algorithms/comm_view.h)
+// after prepare(): whether it serves this communicator and how fast.
+struct TransportReport {
+  bool active = false;     // set up for this communicator
+  int devices = 0;         // network devices listened on (rails)
+  int sendDevice = -1;     // the device this rank sends on
+  double mbps = 0;         // that device's speed in Mbit/s (0: unknown)
+  double latencyUs = 0;    // its latency in microseconds (0: unknown)
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -146,6 +156,9 @@ class Transport {
   // Called once by every rank after the allgather (peers and commHash are
   // known), in the same order on all ranks: may use ctx.exchange.
   virtual Status prepare(const CommContext& ctx) { return Status::ok(); }
+
+  // After prepare(): what the cost model should know (transportReport above).
+  virtual TransportReport report() const { return {}; }
 
   // Can this transport reach `peer` (after the allgather)?
   virtual bool canConnect(const CommContext& ctx, const PeerInfo& self,

@@ -1,7 +1,5 @@
 #include "comm/comm.h"
 
-#include "algorithms/ring_order.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,7 +30,6 @@ Comm::Comm(int rank, int nranks, CommConfig config)
   // an operation carries, so a step still needs no more slots than before.
   chunkBytes_ = static_cast<size_t>(std::max<int64_t>(4096, chunk - 64));
   checkOps_ = config::getBool(Param::kCheckOps);
-  directMaxBytes_ = static_cast<size_t>(std::max<int64_t>(0, config::getInt(Param::kDirectMaxBytes)));
   asyncResult_.store(ncclInProgress);
 }
 
@@ -83,7 +80,8 @@ Status Comm::init(const ncclUniqueId& id) {
     FERRY_TRY(parseProtoFilter(config::getString(config::Param::kProto)).status());
     FERRY_ASSIGN(bootstrap_, Bootstrap::create(id, rank_, nranks_, &abort_, initTimeout));
     FERRY_TRY(setupPeers());
-    return loadTopology();
+    FERRY_TRY(loadTopology());
+    return buildView();
   }();
   if (!st.isOk()) {
     fail(st);
@@ -94,6 +92,7 @@ Status Comm::init(const ncclUniqueId& id) {
   ctx_.timeoutMs = timeoutMs_;
   ready_.store(true);
   asyncResult_.store(ncclSuccess);
+  openTuner();
   if (rank_ == 0)
     log::versionLine("NCCL version 2.28.9+ferry" FERRY_VERSION_STRING " (Ferry " FERRY_VERSION_STRING
                      ", host memory)");
@@ -127,16 +126,6 @@ Status Comm::setupPeers() {
   conns_.resize(nranks_);
   FERRY_TRY(openBoard());
   for (auto& t : transports_) FERRY_TRY(t->prepare(ctx_));
-  // The direct reduce-scatter/all-gather beats the ring only while every
-  // rank has a core: it makes each rank wait for all others twice a round.
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  allLocal_ = !config::getBool(config::Param::kShmDisable) && execOptions_.allowRefs &&
-              cores > 0 && nranks_ <= cores;
-  for (const PeerInfo& p : peers_) allLocal_ = allLocal_ && p.hostHash == me.hostHash;
-  std::vector<uint64_t> hostOf;
-  for (const PeerInfo& p : peers_) hostOf.push_back(p.hostHash);
-  ringOrder_ = hostContiguousOrder(hostOf);
-  ringOrder2_ = secondRingOrder(ringOrder_, hostOf);
   return Status::ok();
 }
 
@@ -158,19 +147,10 @@ Status Comm::openBoard() {
 }
 
 void Comm::logTopology() const {
-  std::set<uint64_t> hosts;
-  int localRanks = 0, localRank = 0;
-  for (const PeerInfo& p : peers_) {
-    hosts.insert(p.hostHash);
-    if (p.hostHash == peers_[rank_].hostHash) {
-      if (p.rank < rank_) localRank++;
-      localRanks++;
-    }
-  }
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores > 0 && localRanks > cores) Backoff::setOversubscribed(true);
-  FERRY_INFO(log::kInit, "comm %p rank %d nRanks %d nNodes %zu localRanks %d localRank %d - Init COMPLETE",
-             static_cast<const void*>(this), rank_, nranks_, hosts.size(), localRanks, localRank);
+  size_t localRanks = view_.hostRanks[view_.hostOf[rank_]].size();
+  FERRY_INFO(log::kInit, "comm %p rank %d nRanks %d nNodes %d localRanks %zu localRank %d - Init COMPLETE",
+             static_cast<const void*>(this), rank_, nranks_, view_.nHosts(), localRanks,
+             view_.localRankOf[rank_]);
 }
 
 Status Comm::BootstrapExchange::allGather(void* all, size_t bytesPerRank) {
@@ -266,27 +246,6 @@ void Comm::waitIdle(int64_t timeoutMs) {
   int64_t end = nowMs() + timeoutMs;
   Backoff b;
   while (users_.load() > 0 && nowMs() < end) b.pause();
-}
-
-namespace {
-bool sameShape(const CollArgs& a, const CollArgs& b) {
-  return a.kind == b.kind && a.root == b.root && a.count == b.count && a.elemSize == b.elemSize &&
-         a.inPlace == b.inPlace && a.chunkBytes == b.chunkBytes &&
-         a.directMaxBytes == b.directMaxBytes && a.allLocal == b.allLocal;
-}
-constexpr size_t kMaxPlans = 64;
-}  // namespace
-
-Executor* Comm::findPlan(const CollArgs& a) {
-  for (auto& [args, exec] : plans_)
-    if (sameShape(args, a)) return exec.get();
-  return nullptr;
-}
-
-Executor* Comm::addPlan(const CollArgs& a, std::unique_ptr<Executor> e) {
-  if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());
-  plans_.emplace_back(a, std::move(e));
-  return plans_.back().second.get();
 }
 
 int Comm::addPremul(PremulOp op) {

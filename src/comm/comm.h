@@ -21,10 +21,13 @@
 #include <nccl.h>
 
 #include "algorithms/algo_filter.h"
+#include "algorithms/comm_view.h"
+#include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/fail_board.h"
 #include "core/status.h"
 #include "exec/executor.h"
+#include "exec/plan_cache.h"
 #include "kernels/reduce.h"
 #include "transports/transport.h"
 
@@ -96,19 +99,14 @@ class Comm final : public ConnectionSource {
   const PremulOp* premul(int op) const;
 
   ExecOptions execOptions() const { return execOptions_; }
-  // Executors of earlier collectives with the same shape, reused so a
-  // repeated call does not rebuild its schedule (bounded cache).
-  Executor* findPlan(const CollArgs& a);
-  Executor* addPlan(const CollArgs& a, std::unique_ptr<Executor> e);
-  size_t chunkBytes() const { return chunkBytes_; }
+  // Executors of earlier collectives with the same shape (plan_cache.h).
+  PlanCache& plans() { return plans_; }
   const CollFilter& algoFilter() const { return algoFilter_; }
-  size_t directMaxBytes() const { return directMaxBytes_; }
-  bool allLocal() const { return allLocal_; }
-  // Ring position -> rank: ranks grouped by host (hosts in order of their
-  // lowest rank), so rings cross each host boundary once.
-  const std::vector<int>& ringOrder() const { return ringOrder_; }
-  // The second ring (ring_order.h), or null for one ring.
-  const std::vector<int>* ringOrder2() const { return ringOrder2_.empty() ? nullptr : &ringOrder2_; }
+  // What the machine looks like to this communicator; identical on every
+  // rank (built once at creation from an allgather).
+  const CommView& view() const { return view_; }
+  // The NCCL tuner plugin's say in the choice (null: no plugin).
+  ExternalTuner* externalTuner() const { return tuner_.get(); }
   int64_t timeoutMs() const { return timeoutMs_; }
   // Operation checks (exec/op_check.h) on; the next collective's number.
   bool checkOps() const { return checkOps_; }
@@ -123,6 +121,8 @@ class Comm final : public ConnectionSource {
   void closeConnections();
   void logTopology() const;
   Status loadTopology();
+  Status buildView();
+  void openTuner();
 
   int rank_, nranks_;
   CommConfig config_;
@@ -154,17 +154,15 @@ class Comm final : public ConnectionSource {
   ExecOptions execOptions_;
   size_t chunkBytes_ = 0;
   CollFilter algoFilter_;  // NCCL_ALGO, parsed in init()
-  size_t directMaxBytes_ = 0;
-  std::vector<int> ringOrder_;
-  std::vector<int> ringOrder2_;
-  bool allLocal_ = false;   // one machine, shared memory and CMA allowed
+  CommView view_;
+  std::unique_ptr<ExternalTuner> tuner_;
   int64_t timeoutMs_ = 30000;
   int64_t peerCheckMs_ = 100;
   int64_t lastPeerCheckMs_ = 0;
   int splitSeq_ = 0;
   bool checkOps_ = true;
   uint64_t collSeq_ = 0;
-  std::vector<std::pair<CollArgs, std::unique_ptr<Executor>>> plans_;
+  PlanCache plans_;
 };
 
 

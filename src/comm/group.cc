@@ -1,5 +1,7 @@
 #include "comm/group.h"
 
+#include "algorithms/cost_model.h"
+
 #include <map>
 #include <thread>
 #include <vector>
@@ -74,28 +76,24 @@ struct CommWork {
   Status result;
 };
 
-// The call's arguments plus the communicator's tuning: what selection sees.
-CollArgs planArgs(Comm* c, const CollArgs& call) {
-  CollArgs args = call;
-  args.chunkBytes = c->chunkBytes();
-  args.directMaxBytes = c->directMaxBytes();
-  args.allLocal = c->allLocal();
-  args.ringOrder = &c->ringOrder();
-  args.ringOrder2 = c->ringOrder2();
-  return args;
+Result<Choice> choose(Comm* c, const CollArgs& args) {
+  return chooseAlgorithm(args, c->view(), c->algoFilter(), c->externalTuner());
 }
 
 Result<Executor*> collExecutor(Comm* c, const CollTask& t) {
-  CollArgs args = planArgs(c, t.args);
-  if (Executor* e = c->findPlan(args)) return e;
-  FERRY_ASSIGN(Schedule s, selectSchedule(args, c->algoFilter()));
-  // Once per plan (call shape), so tests and users can see what NCCL_ALGO chose.
-  FERRY_INFO(log::kTuning, "%s count %zu elemSize %zu: algorithm %s", collName(args.kind), args.count,
-             args.elemSize, s.algorithm.c_str());
+  const CollArgs& args = t.args;
+  if (Executor* e = c->plans().find(args)) return e;
+  FERRY_ASSIGN(Choice ch, choose(c, args));
+  // Once per plan (call shape): the cost table and what runs, so tests and
+  // users can see what the model, NCCL_ALGO or a tuner plugin chose.
+  FERRY_INFO(log::kTuning, "%s count %zu elemSize %zu: algorithm %s (%s, %.1f us); costs: %s",
+             collName(args.kind), args.count, args.elemSize, ch.algo->name, ch.by, ch.predictedUs,
+             costTableText(ch).c_str());
+  Schedule s = ch.algo->build(args, c->view());
   std::vector<void*> bufs = {nullptr, nullptr};
-  return c->addPlan(args, std::make_unique<Executor>(std::move(s), std::move(bufs),
-                                                     args.elemSize, ReduceSpec{},
-                                                     c->execOptions()));
+  return c->plans().add(args, std::make_unique<Executor>(std::move(s), std::move(bufs),
+                                                         args.elemSize, ReduceSpec{},
+                                                         c->execOptions()));
 }
 
 Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
@@ -269,22 +267,25 @@ Status groupSimulateEnd(float* estimatedUs) {
   if (tGroup.depth == 0)
     return invalidUsage("ncclGroupSimulateEnd called without a matching ncclGroupStart");
   if (--tGroup.depth > 0) return Status::ok();
-  // A simple latency-bandwidth model: each step costs a hop latency plus its
-  // bytes over the link bandwidth (shared memory figures of this class of machine).
-  const double kHopUs = 1.0, kBytesPerUs = 4000.0;
+  // The cost model's prediction for what would run (algorithms/tuner.h);
+  // the operations of a group run one after another.
   double total = 0;
   for (auto& [comm, tasks] : tGroup.colls) {
     if (!acquireComm(comm, tGroup.serials[comm])) continue;  // destroyed: nothing to estimate
     for (const CollTask& t : tasks) {
-      Result<Schedule> s = selectSchedule(planArgs(comm, t.args), comm->algoFilter());
-      if (!s.isOk()) continue;
-      for (const Lane& l : s.value().lanes)
-        for (const Step& st : l.steps) total += kHopUs + st.bytes / kBytesPerUs;
+      Result<Choice> ch = choose(comm, t.args);
+      if (ch.isOk()) total += ch.value().predictedUs;
     }
     comm->exit();
   }
-  for (auto& [comm, tasks] : tGroup.p2ps)
-    for (const P2pTask& t : tasks) total += kHopUs + t.bytes / kBytesPerUs;
+  // Point-to-point: one hop each, over the link to the peer.
+  for (auto& [comm, tasks] : tGroup.p2ps) {
+    const CommView& v = comm->view();
+    for (const P2pTask& t : tasks) {
+      const LinkCost& l = v.hostOf.empty() ? v.intra : v.link(v.level(comm->rank(), t.peer));
+      total += cost::hop(v, l, static_cast<double>(t.bytes));
+    }
+  }
   *estimatedUs = static_cast<float>(total);
   tGroup.clear();
   return Status::ok();

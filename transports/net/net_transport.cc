@@ -106,6 +106,20 @@ Status NetTransport::prepare(const CommContext& ctx) {
   return Status::ok();
 }
 
+TransportReport NetTransport::report() const {
+  TransportReport r;
+  if (!opened_) return r;
+  r.active = true;
+  r.devices = std::min(net_.ndev, kMaxRails);
+  r.sendDevice = dev_;
+  ncclNetProperties_v11_t props{};
+  if (net_.net->getProperties(dev_, &props) == ncclSuccess) {
+    r.mbps = props.speed > 0 ? props.speed : 0;
+    r.latencyUs = props.latency > 0 ? props.latency : 0;
+  }
+  return r;
+}
+
 Result<std::unique_ptr<Connection>> NetTransport::connect(const CommContext& ctx, int peer) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!opened_) {

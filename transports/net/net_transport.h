@@ -49,6 +49,7 @@ class NetTransport : public Transport {
     return true;
   }
   Result<std::unique_ptr<Connection>> connect(const CommContext& ctx, int peer) override;
+  TransportReport report() const override;
 
  private:
   struct Pair {

@@ -8,6 +8,8 @@
 
 #include "algorithms/algo_filter.h"
 #include "algorithms/algorithm.h"
+#include "algorithms/builders.h"
+#include "algorithms/tuner.h"
 
 namespace ferry {
 namespace {
@@ -154,15 +156,16 @@ TEST(ProtoFilter, SyntaxAndErrors) {
 // Selection through the parsed filter: what it allows, and the fallback
 // when it allows nothing Ferry can run.
 std::string pick(CollKind kind, size_t count, const std::string& v) {
-  CollArgs a{kind, 0, 4, 0, count, 8, false, 1 << 16, 4096, false, nullptr, nullptr};
-  Result<Schedule> s = selectSchedule(a, algo(v));
+  CollArgs a{kind, 0, 4, 0, count, 8, false};
+  Result<Schedule> s = selectSchedule(a, makeView(std::vector<uint64_t>(4, 0), 1 << 16), algo(v));
   EXPECT_TRUE(s.isOk()) << v;
   return s.isOk() ? s.value().algorithm : "";
 }
 
 TEST(AlgoFilter, SelectionFollowsTheFilter) {
   EXPECT_EQ(pick(kAR, 16, ""), "direct");  // small AllReduce: direct first
-  EXPECT_EQ(pick(kAR, 16, "^direct"), "ring");
+  EXPECT_EQ(pick(kAR, 16, "^direct"), "recdbl");  // the next cheapest
+  EXPECT_EQ(pick(kAR, 16, "^direct,recdbl"), "ring");
   EXPECT_EQ(pick(kAR, 16, "allreduce:ring;broadcast:ring"), "ring");
   EXPECT_EQ(pick(kAR, 16, "broadcast:ring"), "direct");
   EXPECT_EQ(pick(kBC, 16, "allreduce:ring"), "ring");

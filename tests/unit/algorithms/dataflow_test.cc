@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/builders.h"
+#include "algorithms/tuner.h"
 #include "algorithms/ring_order.h"
 #include "tests/unit/algorithms/dataflow_model.h"
 
@@ -108,15 +110,13 @@ RankModel makeRank(const Case& c, int r, Schedule sched) {
 
 // Runs case c with algorithm alg on every rank; "" when all is right.
 std::string check(const Case& c, const Algorithm& alg) {
-  std::vector<int> order = hostContiguousOrder(c.hostOf);
-  std::vector<int> order2 = secondRingOrder(order, c.hostOf);
+  CommView v = makeView(c.hostOf, kChunkBytes, c.allLocal);
   std::vector<RankModel> ranks;
   for (int r = 0; r < c.n; ++r) {
-    CollArgs a{c.kind, r, c.n, c.root, c.count, 8, false, kChunkBytes, 8192, c.allLocal, &order,
-               order2.empty() ? nullptr : &order2};
+    CollArgs a{c.kind, r, c.n, c.root, c.count, 8, false};
     a.inPlace = c.inPlace;
-    if (!alg.supports(a)) return r == 0 ? "" : "rank " + std::to_string(r) + " disagrees on support";
-    ranks.push_back(makeRank(c, r, alg.build(a)));
+    if (!alg.supports(a, v)) return r == 0 ? "" : "rank " + std::to_string(r) + " disagrees on support";
+    ranks.push_back(makeRank(c, r, alg.build(a, v)));
   }
   DataflowModel model(std::move(ranks), [&c](int from, int to) {
     return c.hostOf[from] == c.hostOf[to] ? kShm : kNet;
@@ -246,11 +246,11 @@ TEST(Dataflow, CatchesBrokenSchedules) {
   ASSERT_STREQ(ring.name, "ring");
   ASSERT_EQ(check(c, ring), "");
   auto mutate = [&](auto edit) {
-    Algorithm broken{"broken", ring.supports, nullptr};
+    Algorithm broken{"broken", ring.supports, nullptr, ring.cost, ring.ncclAlgo, ring.ncclProto};
     static std::function<void(Schedule&)> f;
     f = edit;
-    broken.build = [](const CollArgs& a) {
-      Schedule s = ringSchedule(a);
+    broken.build = [](const CollArgs& a, const CommView& v) {
+      Schedule s = ringSchedule(a, v);
       if (a.rank == 1) f(s);
       return s;
     };

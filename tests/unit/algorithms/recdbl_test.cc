@@ -14,6 +14,8 @@
 
 #include "algorithms/algo_filter.h"
 #include "algorithms/algorithm.h"
+#include "algorithms/builders.h"
+#include "algorithms/tuner.h"
 
 namespace ferry {
 namespace {
@@ -161,8 +163,7 @@ std::vector<std::vector<uint64_t>> runRecdbl(Mode mode, int n, size_t count, siz
     a.count = count;
     a.elemSize = 8;
     a.inPlace = inPlace;
-    a.chunkBytes = chunk;
-    Result<Schedule> s = selectSchedule(a, filterOf("recdbl"));
+    Result<Schedule> s = selectSchedule(a, makeView(std::vector<uint64_t>(n, 0), chunk), filterOf("recdbl"));
     EXPECT_TRUE(s.isOk());
     EXPECT_EQ(s.value().algorithm, "recdbl");
     std::set<std::pair<int, int>> used;  // no (peer, direction) on two lanes
@@ -227,19 +228,24 @@ TEST(Recdbl, ExactAndIdenticalOnEveryRankCount) {
           }
 }
 
-TEST(Recdbl, OnlyWhenForced) {
-  for (int n : {1, 2, 3, 8}) {
+// The cost model picks it where latency dominates: small AllReduce over
+// hosts with slow hops, never for large ones or for other collectives.
+TEST(Recdbl, ChosenByCost) {
+  for (int n : {4, 8}) {
+    std::vector<uint64_t> hosts;
+    for (int r = 0; r < n; ++r) hosts.push_back(r);  // a rank per host
+    CommView v = makeView(hosts, 4096);
+    v.inter = LinkCost{20.0, 125.0};
     CollArgs a;
     a.nranks = n;
-    a.count = 100;
+    a.count = 2;
     a.elemSize = 4;
-    a.chunkBytes = 4096;
-    EXPECT_NE(selectSchedule(a, filterOf("")).value().algorithm, "recdbl");
-    a.directMaxBytes = 1 << 20;
-    EXPECT_NE(selectSchedule(a, filterOf("")).value().algorithm, "recdbl");
-    EXPECT_EQ(selectSchedule(a, filterOf("RecDbl")).value().algorithm, "recdbl");
+    EXPECT_EQ(selectSchedule(a, v, filterOf("^direct")).value().algorithm, "recdbl") << n;
+    a.count = 1 << 20;
+    EXPECT_EQ(selectSchedule(a, v, filterOf("")).value().algorithm, "ring") << n;
+    EXPECT_EQ(selectSchedule(a, v, filterOf("RecDbl")).value().algorithm, "recdbl");
     a.kind = CollKind::kReduceScatter;
-    EXPECT_NE(selectSchedule(a, filterOf("recdbl")).value().algorithm, "recdbl");
+    EXPECT_NE(selectSchedule(a, v, filterOf("recdbl")).value().algorithm, "recdbl");
   }
 }
 
@@ -252,7 +258,7 @@ TEST(Recdbl, RoundCounts) {
     a.nranks = n;
     a.count = 5;
     a.elemSize = 4;
-    Schedule s = recursiveDoublingSchedule(a);
+    Schedule s = recursiveDoublingSchedule(a, makeView(std::vector<uint64_t>(n, 0)));
     int k = 0;
     for (auto& st : s.lanes.at(0).steps) k += st.kind == StepKind::kSend;
     return k;

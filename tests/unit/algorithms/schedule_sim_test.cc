@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/builders.h"
+#include "algorithms/tuner.h"
 
 namespace ferry {
 namespace {
@@ -97,10 +99,14 @@ struct Sim {
 int64_t val(int rank, size_t i) { return rank * 1000003 + static_cast<int64_t>(i); }
 
 // Builds schedules and buffers for `kind`; returns the simulator after running.
+// `algo` forces a registry entry (null: the tuner's choice); rings follow
+// the given orders (null: rank order, one ring).
 Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes,
-             size_t directMaxBytes = 0, bool allLocal = false,
-             const std::vector<int>* ringOrder = nullptr,
+             const char* algo = nullptr, const std::vector<int>* ringOrder = nullptr,
              const std::vector<int>* ringOrder2 = nullptr) {
+  CommView v = makeView(std::vector<uint64_t>(n, 0), chunkBytes, algo && std::string(algo) == "twoshot");
+  v.ringOrder = ringOrder ? *ringOrder : std::vector<int>();
+  v.ringOrder2 = ringOrder2 ? *ringOrder2 : std::vector<int>();
   Sim sim{n, {}, {}, {}};
   size_t inElems = count, outElems = count;
   if (kind == CollKind::kAllGather || kind == CollKind::kAllToAll) outElems = count * n;
@@ -108,9 +114,8 @@ Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes,
   if (kind == CollKind::kGather) outElems = count * n;
   if (kind == CollKind::kScatter) inElems = count * n;
   for (int r = 0; r < n; ++r) {
-    CollArgs a{kind, r, n, root, count, 8, false, chunkBytes, directMaxBytes, allLocal, ringOrder,
-               ringOrder2};
-    Result<Schedule> s = selectSchedule(a);
+    CollArgs a{kind, r, n, root, count, 8, false};
+    Result<Schedule> s = algo ? Result<Schedule>(findAlgorithm(algo)->build(a, v)) : selectSchedule(a, v);
     EXPECT_TRUE(s.isOk());
     // No (peer, direction) may be used by two lanes.
     std::set<std::pair<int, int>> used;
@@ -128,8 +133,10 @@ Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes,
       int64_t v = val(r, i);
       std::memcpy(in.data() + 8 * i, &v, 8);
     }
-    sim.bufs.push_back({in, out});
+    sim.bufs.push_back({in, out, Bytes(s.value().scratchBytes)});
   }
+  for (int r = 0; r < n; ++r)
+    for (const Step& st : sim.scheds[r].prologue) sim.tryStep(r, st);
   sim.run();
   return sim;
 }
@@ -157,16 +164,14 @@ TEST_P(ScheduleSim, AllCollectivesExact) {
   }
   {
     // The one-hop direct AllReduce (selected for small messages).
-    Sim s = simulate(CollKind::kAllReduce, n, count, 0, chunk, SIZE_MAX);
+    Sim s = simulate(CollKind::kAllReduce, n, count, 0, chunk, "direct");
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, i), sumAt(n, i)) << "direct allreduce";
   }
   {
     // The direct reduce-scatter + all-gather (large AllReduce on one machine).
-    Sim s = simulate(CollKind::kAllReduce, n, count, 0, chunk, 0, true);
-    if (n > 1) {
-      EXPECT_EQ(s.scheds[0].algorithm, "direct");
-    }
+    Sim s = simulate(CollKind::kAllReduce, n, count, 0, chunk, "twoshot");
+    EXPECT_EQ(s.scheds[0].algorithm, "twoshot");
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(s, r, i), sumAt(n, i)) << "direct rs+ag";
   }
@@ -220,22 +225,22 @@ TEST(ScheduleSim, RingFollowsRingOrder) {
     for (int r = 1; r < n; r += 2) order.push_back(r);
     size_t count = 37;
     for (size_t chunk : {size_t{0}, size_t{24}}) {
-      Sim ar = simulate(CollKind::kAllReduce, n, count, 0, chunk, 0, false, &order);
+      Sim ar = simulate(CollKind::kAllReduce, n, count, 0, chunk, "ring", &order);
       for (int p = 0; p < n; ++p) {
         int r = order[p];
         EXPECT_EQ(ar.scheds[r].lanes[0].steps[0].sendPeer, order[(p + 1) % n]) << "n " << n;
         for (size_t i = 0; i < count; ++i) ASSERT_EQ(outAt(ar, r, i), sumAt(n, i));
       }
-      Sim rs = simulate(CollKind::kReduceScatter, n, count, 0, chunk, 0, false, &order);
-      Sim ag = simulate(CollKind::kAllGather, n, count, 0, chunk, 0, false, &order);
+      Sim rs = simulate(CollKind::kReduceScatter, n, count, 0, chunk, "ring", &order);
+      Sim ag = simulate(CollKind::kAllGather, n, count, 0, chunk, "ring", &order);
       for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < count; ++i) {
           ASSERT_EQ(outAt(rs, r, i), sumAt(n, r * count + i)) << "reduce-scatter n " << n;
           for (int p = 0; p < n; ++p) ASSERT_EQ(outAt(ag, r, p * count + i), val(p, i));
         }
       for (int root = 0; root < n; ++root) {
-        Sim b = simulate(CollKind::kBroadcast, n, count, root, chunk, 0, false, &order);
-        Sim red = simulate(CollKind::kReduce, n, count, root, chunk, 0, false, &order);
+        Sim b = simulate(CollKind::kBroadcast, n, count, root, chunk, "ring", &order);
+        Sim red = simulate(CollKind::kReduce, n, count, root, chunk, "ring", &order);
         for (size_t i = 0; i < count; ++i) {
           ASSERT_EQ(outAt(red, root, i), sumAt(n, i)) << "reduce root " << root;
           for (int r = 0; r < n; ++r) ASSERT_EQ(outAt(b, r, i), val(root, i));
@@ -278,9 +283,9 @@ TEST(ScheduleSim, TwoRingsExact) {
     int n = hosts * perHost;
     for (size_t count : {size_t{1}, size_t{7}, size_t{1000}}) {
       for (size_t chunk : {size_t{0}, size_t{24}}) {
-        Sim ar = simulate(CollKind::kAllReduce, n, count, 0, chunk, 0, false, &a, &b);
-        Sim rs = simulate(CollKind::kReduceScatter, n, count, 0, chunk, 0, false, &a, &b);
-        Sim ag = simulate(CollKind::kAllGather, n, count, 0, chunk, 0, false, &a, &b);
+        Sim ar = simulate(CollKind::kAllReduce, n, count, 0, chunk, "ring", &a, &b);
+        Sim rs = simulate(CollKind::kReduceScatter, n, count, 0, chunk, "ring", &a, &b);
+        Sim ag = simulate(CollKind::kAllGather, n, count, 0, chunk, "ring", &a, &b);
         if (count >= 2) {
           EXPECT_EQ(ar.scheds[0].lanes.size(), 2u);
         }

@@ -1,0 +1,33 @@
+// The built-in algorithms' entry points, one block per algorithms/*.cc file:
+// which calls each can run, its schedule and its predicted cost. The
+// registry (algorithm.cc) lists them by name; tests call them directly.
+#pragma once
+
+#include "algorithms/comm_view.h"
+#include "algorithms/schedule.h"
+
+namespace ferry {
+
+// ring.cc: AllReduce, ReduceScatter, AllGather, Broadcast, Reduce on the
+// view's ring order(s).
+bool ringSupports(const CollArgs& a, const CommView& v);
+Schedule ringSchedule(const CollArgs& a, const CommView& v);
+double ringCost(const CollArgs& a, const CommView& v);
+
+// direct.cc: one hop to every peer: small AllReduce, AlltoAll, Gather, Scatter.
+bool directSupports(const CollArgs& a, const CommView& v);
+Schedule directSchedule(const CollArgs& a, const CommView& v);
+double directCost(const CollArgs& a, const CommView& v);
+
+// direct.cc: AllReduce as a one-hop reduce-scatter then a one-hop
+// all-gather, for ranks of one host that read each other's memory.
+bool twoShotSupports(const CollArgs& a, const CommView& v);
+Schedule twoShotSchedule(const CollArgs& a, const CommView& v);
+double twoShotCost(const CollArgs& a, const CommView& v);
+
+// recursive_doubling.cc: AllReduce in log2(n) pairwise exchanges.
+bool recursiveDoublingSupports(const CollArgs& a, const CommView& v);
+Schedule recursiveDoublingSchedule(const CollArgs& a, const CommView& v);
+double recursiveDoublingCost(const CollArgs& a, const CommView& v);
+
+}  // namespace ferry

@@ -1,0 +1,79 @@
+// CommView: what one communicator looks like, the input of every algorithm
+// and of the choice between them (tuner.h).
+//
+// Built once when the communicator is created (src/comm/comm_view_build.cc)
+// from information every rank allgathered, so every rank holds the same view
+// and decides the same way. It is immutable afterwards; a CollArgs carries
+// only what changes per call.
+//
+// Hosts are numbered in order of their lowest rank; a host's ranks are
+// listed ascending, and a rank's local rank is its index there. Rails: on a
+// host without GPUs a rank's "device index" is its local rank, and its rail
+// is that index modulo the host's number of network devices (the NIC the
+// network transport sends from).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ferry {
+
+// One level of the machine as the cost model sees it: a message of b bytes
+// over one hop costs latencyUs + b / bytesPerUs. Reductions additionally cost
+// b / reduceBytesPerUs on the receiving rank.
+struct LinkCost {
+  double latencyUs = 1.0;
+  double bytesPerUs = 1000.0;  // 1 GB/s
+};
+
+enum class Level : uint8_t { kSelf, kIntraHost, kInterHost };
+const char* levelName(Level l);
+
+struct CommView {
+  int nranks = 1;
+  std::vector<int> hostOf;                   // rank -> host index
+  std::vector<int> localRankOf;              // rank -> index within its host
+  std::vector<std::vector<int>> hostRanks;   // host -> its ranks, ascending
+  std::vector<int> railOf;                   // rank -> rail (NIC index on its host)
+  int nRails = 1;                            // most network devices any host uses
+
+  LinkCost self;                             // copies within a rank
+  LinkCost intra;                            // between two ranks of one host
+  LinkCost inter;                            // between hosts, one rail
+  double reduceBytesPerUs = 2000.0;          // host reduction kernel speed
+  // Ranks on the busiest host divided by its cores (>1: ranks share cores,
+  // each extra step costs a scheduling round trip; the cost model uses it).
+  double oversubscription = 1.0;
+
+  // Largest piece one step may carry so a round fits in the smallest FIFO
+  // of the connections (half its bytes, less the operation descriptor).
+  size_t chunkBytes = 0;
+  // One host, shared memory with peer reads allowed, a core per rank.
+  bool allLocal = false;
+  // Ring position -> rank (hosts contiguous) and an optional second ring
+  // that leaves every host from another local rank (ring_order.h).
+  std::vector<int> ringOrder;
+  std::vector<int> ringOrder2;
+
+  int nHosts() const { return static_cast<int>(hostRanks.size()); }
+  bool sameHost(int a, int b) const { return hostOf[a] == hostOf[b]; }
+  // The level a message between ranks a and b crosses.
+  Level level(int a, int b) const {
+    return a == b ? Level::kSelf : sameHost(a, b) ? Level::kIntraHost : Level::kInterHost;
+  }
+  const LinkCost& link(Level l) const {
+    return l == Level::kSelf ? self : l == Level::kIntraHost ? intra : inter;
+  }
+  // Every host has the same number of ranks.
+  bool uniformHosts() const;
+  // The slowest level any two ranks of this communicator cross.
+  const LinkCost& slowest() const { return nHosts() > 1 ? inter : nranks > 1 ? intra : self; }
+};
+
+// A view of `nranks` ranks placed on hosts by `hostOf` (any labels; renumbered
+// in order of first appearance), with default costs. For tests and tools;
+// communicators fill the costs from calibration and the network.
+CommView makeView(const std::vector<uint64_t>& hostOf, size_t chunkBytes = 0, bool allLocal = false);
+
+}  // namespace ferry

@@ -1,0 +1,64 @@
+// The cost model's vocabulary: what one step, one pipelined chain and one
+// reduction cost on a CommView. Each algorithm's cost() composes these into
+// its own formula (steps x latency + bytes on its slowest link / bandwidth,
+// per level, with chunk pipelining), so the formulas read like the
+// algorithms' textbook costs and the tuner (tuner.h) can compare them.
+//
+// Ranks that share cores (CommView::oversubscription f > 1) pay twice: every
+// wait becomes a scheduling round trip (latency x f) and the copies and
+// reductions, done by the CPUs themselves, run at 1/f of their speed. The
+// network's wire time does not scale with f.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "algorithms/comm_view.h"
+
+namespace ferry::cost {
+
+inline double share(const CommView& v) { return std::max(1.0, v.oversubscription); }
+
+// Latency of one dependent step across `l` (a wait for the peer).
+inline double latency(const CommView& v, const LinkCost& l) { return l.latencyUs * share(v); }
+
+// Time to move `bytes` across `l` once the step started.
+inline double transfer(const CommView& v, const LinkCost& l, double bytes) {
+  double bw = l.bytesPerUs;
+  if (&l != &v.inter) bw /= share(v);  // copies by shared cores
+  return bytes / bw;
+}
+
+// One step: wait, then move.
+inline double hop(const CommView& v, const LinkCost& l, double bytes) {
+  return latency(v, l) + transfer(v, l, bytes);
+}
+
+// Reducing `bytes` into a buffer.
+inline double reduce(const CommView& v, double bytes) {
+  return bytes / v.reduceBytesPerUs * share(v);
+}
+
+// Pieces a message of `bytes` is split into when steps carry at most
+// chunkBytes (at least one).
+inline double chunks(const CommView& v, double bytes) {
+  if (v.chunkBytes == 0 || bytes <= static_cast<double>(v.chunkBytes)) return 1.0;
+  return std::ceil(bytes / static_cast<double>(v.chunkBytes));
+}
+
+// A pipelined chain of `hops` hops over `l` carrying `bytes` in pieces: the
+// first piece crosses every hop, the others follow one hop behind.
+inline double chain(const CommView& v, const LinkCost& l, double bytes, int hops) {
+  if (hops <= 0) return 0.0;
+  double k = chunks(v, bytes);
+  return (k + hops - 1) * hop(v, l, bytes / k);
+}
+
+inline int ceilLog2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+}  // namespace ferry::cost

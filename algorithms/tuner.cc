@@ -1,0 +1,85 @@
+#include "algorithms/tuner.h"
+
+#include <atomic>
+#include <cstdio>
+
+#include "core/log.h"
+
+namespace ferry {
+namespace {
+
+// Collective kinds whose fallback was logged (bit = CollKind), so a
+// filter that excludes everything costs one INFO line, not one per call.
+std::atomic<uint32_t> gFallbackLogged{0};
+
+const Candidate* cheapest(const std::vector<Candidate>& table, bool allowedOnly) {
+  const Candidate* best = nullptr;
+  for (const Candidate& c : table)
+    if ((c.allowed || !allowedOnly) && (!best || c.us < best->us)) best = &c;
+  return best;
+}
+
+void applyExternal(const CollArgs& a, ExternalTuner* external, Choice* choice) {
+  Result<const Algorithm*> p = external->pick(a, choice->table);
+  if (!p.isOk()) {
+    FERRY_WARN("tuner plugin failed for %s of %zu bytes (%s); using Ferry's choice %s",
+               collName(a.kind), a.count * a.elemSize, p.status().message().c_str(),
+               choice->algo->name);
+    return;
+  }
+  if (!p.value()) return;
+  for (const Candidate& c : choice->table) {
+    if (c.algo != p.value()) continue;
+    if (!c.allowed) break;
+    choice->algo = c.algo;
+    choice->predictedUs = c.us;
+    choice->by = "tuner plugin";
+    return;
+  }
+  FERRY_WARN("tuner plugin chose %s for %s, which Ferry cannot run here; using %s",
+             p.value()->name, collName(a.kind), choice->algo->name);
+}
+
+}  // namespace
+
+Result<Choice> chooseAlgorithm(const CollArgs& a, const CommView& v, const CollFilter& filter,
+                               ExternalTuner* external) {
+  Choice choice;
+  for (const Algorithm& alg : algorithmRegistry()) {
+    if (!alg.supports(a, v)) continue;
+    choice.table.push_back(Candidate{&alg, alg.cost(a, v), filter.allows(a.kind, alg.name)});
+  }
+  if (choice.table.empty()) return internalError(std::string("no algorithm supports ") + collName(a.kind));
+  const Candidate* best = cheapest(choice.table, true);
+  if (!best) {
+    best = cheapest(choice.table, false);
+    choice.by = "fallback";
+    uint32_t bit = uint32_t(1) << static_cast<int>(a.kind);
+    if (!(gFallbackLogged.fetch_or(bit) & bit))
+      FERRY_INFO(log::kTuning, "NCCL_ALGO allows no algorithm Ferry can run for this %s; using %s",
+                 collName(a.kind), best->algo->name);
+  }
+  choice.algo = best->algo;
+  choice.predictedUs = best->us;
+  if (external && choice.by != std::string("fallback")) applyExternal(a, external, &choice);
+  return choice;
+}
+
+std::string costTableText(const Choice& c) {
+  std::string s;
+  char buf[96];
+  for (const Candidate& e : c.table) {
+    snprintf(buf, sizeof(buf), "%s%s%s %.1f us", s.empty() ? "" : ", ", e.allowed ? "" : "-",
+             e.algo->name, e.us);
+    s += buf;
+  }
+  return s;
+}
+
+Result<Schedule> selectSchedule(const CollArgs& a, const CommView& v, const CollFilter& filter,
+                                ExternalTuner* external) {
+  FERRY_ASSIGN(Choice c, chooseAlgorithm(a, v, filter, external));
+  return c.algo->build(a, v);
+}
+
+}  // namespace ferry

@@ -1,0 +1,40 @@
+// Intra-host calibration: the speeds the cost model assumes for copies and
+// reductions on this machine, and for one step between two of its ranks.
+//
+// Measured at first use in a process (about 10 ms: a 4 MiB memcpy and a
+// float sum, best of three) unless a cached file holds them; the first
+// process that measures writes the file, so later processes only read it.
+// The file is FERRY_CALIBRATION_FILE, by default
+// $XDG_CACHE_HOME/ferry/calibration-<hostname>.txt (else ~/.cache/ferry/...);
+// 'none' disables it. `ferry-topo --calibrate` measures again (including a
+// shared-memory ping-pong between two processes for the step latency, which a
+// single process cannot measure) and rewrites it; deleting it also refreshes.
+// FERRY_INTRA_LAT_NS / FERRY_INTRA_BW_MBS override the figures.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace ferry {
+
+struct HostCalibration {
+  double memcpyBytesPerUs = 0;  // one core copying (MB/s)
+  double reduceBytesPerUs = 0;  // one core summing floats, bytes of output per us
+  double stepLatencyUs = 0;     // a handoff between two ranks through shared memory
+  std::string source;           // "measured", "file <path>", "defaults"
+};
+
+// The process's calibration (cached after the first call; thread-safe).
+const HostCalibration& hostCalibration();
+
+// Measure now, in this process (no file involved); `pingPong` adds the
+// two-process step latency measurement (forks; tools only).
+HostCalibration measureCalibration(bool pingPong);
+
+// The cache file's path ("" when disabled).
+std::string calibrationPath();
+Status writeCalibration(const std::string& path, const HostCalibration& c);
+Result<HostCalibration> readCalibration(const std::string& path);
+
+}  // namespace ferry

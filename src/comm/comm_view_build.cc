@@ -1,0 +1,113 @@
+// Comm::buildView: the communicator's CommView (algorithms/comm_view.h),
+// from one allgather of what each rank knows about its host and network, so
+// every rank builds the identical view. Per host, the figures of its lowest
+// rank count (ranks of a host read the same calibration anyway); across
+// hosts the slowest figure counts, since a collective waits for its slowest
+// link.
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "comm/calibration.h"
+#include "comm/comm.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/wait.h"
+
+namespace ferry {
+namespace {
+
+// One rank's contribution, allgathered.
+struct ViewInfo {
+  uint64_t hostHash = 0;
+  int32_t cores = 1;
+  int32_t netDevices = 0;   // 0: no network set up
+  int32_t sendDevice = -1;
+  float netMbps = 0;        // 0: unknown
+  float netLatencyUs = 0;   // 0: unknown
+  float memcpyBytesPerUs = 0;
+  float reduceBytesPerUs = 0;
+  float stepLatencyUs = 0;
+};
+
+constexpr double kDefaultNetMbps = 10000;      // when the device does not say
+constexpr double kDefaultNetLatencyUs = 20;
+
+ViewInfo myInfo(const std::vector<std::unique_ptr<Transport>>& transports, uint64_t hostHash) {
+  ViewInfo me;
+  me.hostHash = hostHash;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  me.cores = cores > 0 ? static_cast<int32_t>(cores) : 1;
+  for (const auto& t : transports) {
+    TransportReport r = t->report();
+    if (!r.active || r.devices <= 0) continue;
+    me.netDevices = r.devices;
+    me.sendDevice = r.sendDevice;
+    me.netMbps = static_cast<float>(r.mbps);
+    me.netLatencyUs = static_cast<float>(r.latencyUs);
+  }
+  const HostCalibration& cal = hostCalibration();
+  me.memcpyBytesPerUs = static_cast<float>(cal.memcpyBytesPerUs);
+  me.reduceBytesPerUs = static_cast<float>(cal.reduceBytesPerUs);
+  me.stepLatencyUs = static_cast<float>(cal.stepLatencyUs);
+  return me;
+}
+
+// Overrides in integer units: ns and MB/s (= bytes/us) or Mbit/s.
+void applyOverrides(CommView* v) {
+  using config::Param;
+  if (int64_t ns = config::getInt(Param::kIntraLatNs); ns > 0) v->intra.latencyUs = ns / 1000.0;
+  if (int64_t mbs = config::getInt(Param::kIntraBwMBs); mbs > 0) v->intra.bytesPerUs = double(mbs);
+  if (int64_t ns = config::getInt(Param::kInterLatNs); ns > 0) v->inter.latencyUs = ns / 1000.0;
+  if (int64_t mbit = config::getInt(Param::kInterBwMbits); mbit > 0) v->inter.bytesPerUs = mbit / 8.0;
+}
+
+}  // namespace
+
+Status Comm::buildView() {
+  std::vector<ViewInfo> all(nranks_);
+  all[rank_] = myInfo(transports_, peers_[rank_].hostHash);
+  FERRY_TRY(bootstrap_->allGather(all.data(), sizeof(ViewInfo)));
+  std::vector<uint64_t> hostOf;
+  for (const ViewInfo& i : all) hostOf.push_back(i.hostHash);
+  CommView v = makeView(hostOf, chunkBytes_, false);
+
+  v.nRails = 1;
+  double memcpy = 1e30, reduce = 1e30, step = 0, mbps = 1e30, netLat = 0;
+  bool netKnown = false;
+  for (const auto& host : v.hostRanks) {
+    const ViewInfo& first = all[host[0]];
+    memcpy = std::min<double>(memcpy, first.memcpyBytesPerUs);
+    reduce = std::min<double>(reduce, first.reduceBytesPerUs);
+    step = std::max<double>(step, first.stepLatencyUs);
+    v.oversubscription = std::max(v.oversubscription, double(host.size()) / std::max(1, first.cores));
+  }
+  for (int r = 0; r < nranks_; ++r) {
+    const ViewInfo& i = all[r];
+    v.railOf[r] = i.netDevices > 0 ? v.localRankOf[r] % i.netDevices : 0;
+    v.nRails = std::max(v.nRails, i.netDevices);
+    if (i.netMbps > 0) mbps = std::min<double>(mbps, i.netMbps), netKnown = true;
+    netLat = std::max<double>(netLat, i.netLatencyUs);
+  }
+  v.self = LinkCost{0.1, memcpy};
+  // A message between two ranks of a host is copied twice (into the FIFO
+  // slot and out) or read by cross-memory attach at about half memcpy speed.
+  v.intra = LinkCost{step, memcpy / 2};
+  v.inter = LinkCost{netLat > 0 ? netLat : kDefaultNetLatencyUs,
+                     (netKnown ? mbps : kDefaultNetMbps) / 8.0};
+  v.reduceBytesPerUs = reduce;
+  // The direct reduce-scatter/all-gather reads peers' memory and makes each
+  // rank wait for all others twice a round: only with a core per rank.
+  v.allLocal = v.nHosts() == 1 && nranks_ > 1 && !config::getBool(config::Param::kShmDisable) &&
+               execOptions_.allowRefs && v.oversubscription <= 1.0;
+  // Without shared memory, ranks of a host talk over the network.
+  if (config::getBool(config::Param::kShmDisable)) v.intra.latencyUs = std::max(step, v.inter.latencyUs);
+  applyOverrides(&v);
+  view_ = std::move(v);
+  // Waits yield early when this host's ranks outnumber its cores.
+  const auto& mine = view_.hostRanks[view_.hostOf[rank_]];
+  if (double(mine.size()) > all[rank_].cores) Backoff::setOversubscribed(true);
+  return Status::ok();
+}
+
+}  // namespace ferry
