@@ -31,8 +31,17 @@ Ctx* checkCtx(void* ctx) {
   return c;
 }
 
+// Forked test ranks cannot reach ferryExampleTunerState() before init:
+// these variables set the same fields (see tests/mp/tuner_plugin_test.cc).
+void settingsFromEnv() {
+  if (const char* v = getenv("FERRY_EXAMPLE_TUNER_RING_ABOVE")) gState.ringAboveBytes = strtoull(v, nullptr, 10);
+  if (const char* v = getenv("FERRY_EXAMPLE_TUNER_FAIL_COLLINFO")) gState.failCollInfo = atoi(v);
+  if (const char* v = getenv("FERRY_EXAMPLE_TUNER_PICK_COLLNET")) gState.pickCollNet = atoi(v);
+}
+
 ncclResult_t newCtx(void** ctx, int version, size_t nRanks, size_t nNodes,
                     ncclDebugLogger_t logger) {
+  settingsFromEnv();
   gState.initCalls++;
   gState.initVersion = version;
   gState.nRanks = nRanks;
@@ -52,6 +61,11 @@ ncclResult_t newCtx(void** ctx, int version, size_t nRanks, size_t nNodes,
 // The policy, as an (algorithm, protocol) choice; false = no opinion.
 bool choose(ncclFunc_t coll, size_t nBytes, int* algo, int* proto) {
   if (coll != ncclFuncAllReduce) return false;
+  if (gState.pickCollNet) {  // an entry no host library fills: NCCL_ALGO_PROTO_IGNORE -> 0
+    *algo = NCCL_ALGO_COLLNET_DIRECT;
+    *proto = NCCL_PROTO_SIMPLE;
+    return true;
+  }
   bool big = nBytes >= gState.ringAboveBytes;
   *algo = big ? NCCL_ALGO_RING : NCCL_ALGO_TREE;
   *proto = big ? NCCL_PROTO_SIMPLE : NCCL_PROTO_LL;
@@ -79,7 +93,7 @@ void record(int version, ncclFunc_t coll, size_t nBytes, int numPipeOps) {
   float* table = reinterpret_cast<float*>(costTable);
   int algo, proto;
   if (choose(coll, nBytes, &algo, &proto) && algo < numAlgo && proto < numProto &&
-      table[algo * numProto + proto] >= 0) {
+      (table[algo * numProto + proto] >= 0 || gState.pickCollNet)) {
     table[algo * numProto + proto] = 0.0f;
   }
   *nChannels = gState.nChannels;

@@ -14,6 +14,7 @@ struct FerryExampleTunerState {
   int failInit;           // init returns ncclSystemError
   int failCollInfo;       // getCollInfo returns ncclInvalidArgument
   int failFinalize;       // finalize returns ncclInternalError
+  int pickCollNet;        // choose CollNetDirect/Simple even where the table ignores it
 
   // Records.
   int initCalls, finalizeCalls, collInfoCalls, chunkSizeCalls;
