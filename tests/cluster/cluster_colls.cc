@@ -89,6 +89,47 @@ int runAll(const Ctx& cx, const std::vector<size_t>& counts) {
   return fails ? 1 : 0;
 }
 
+// FERRY_CLUSTER_ALGOS=a,b,...: after the default run, every collective again
+// on a communicator split off with NCCL_ALGO=<name> forced, one name at a
+// time (Comm creation reads NCCL_ALGO; ncclResetDebugInit drops the cached
+// configuration). An algorithm that cannot run a collective falls back, so
+// each collective runs with every algorithm that supports it.
+// ncclResetDebugInit is deprecated in nccl.h (not NCCL's supported API) but
+// exported by NCCL and Ferry alike; here it is the way to re-read NCCL_ALGO.
+void reloadConfig() {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  ncclResetDebugInit();
+#pragma GCC diagnostic pop
+}
+
+int runForced(const Ctx& cx, const std::string& list, const std::vector<size_t>& counts) {
+  int rc = 0;
+  size_t start = 0;
+  while (start < list.size()) {
+    size_t end = list.find(',', start);
+    std::string algo = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? list.size() : end + 1;
+    if (algo.empty()) continue;
+    setenv("NCCL_ALGO", algo.c_str(), 1);
+    reloadConfig();
+    Ctx sub = cx;
+    ncclResult_t r = ncclCommSplit(cx.comm, 0, cx.rank, &sub.comm, nullptr);
+    if (r != ncclSuccess) {
+      printf("FAIL split for NCCL_ALGO=%s: %s (%s)\n", algo.c_str(), ncclGetErrorString(r),
+             ncclGetLastError(nullptr));
+      return 1;
+    }
+    printf("ALGO %s\n", algo.c_str());
+    rc |= runAll(sub, counts);
+    ncclCommDestroy(sub.comm);
+    if (rc) break;
+  }
+  unsetenv("NCCL_ALGO");
+  reloadConfig();
+  return rc;
+}
+
 }  // namespace
 }  // namespace ferry::cluster
 
@@ -119,6 +160,8 @@ int main() {
   }
   int loopMs = envInt("FERRY_CLUSTER_LOOP_MS", 0);
   int rc = loopMs > 0 ? runLoop(cx, loopMs) : runAll(cx, {1, 1031, 262147, 1310723});
+  const char* algos = getenv("FERRY_CLUSTER_ALGOS");
+  if (rc == 0 && loopMs == 0 && algos && *algos) rc = runForced(cx, algos, {1, 1031, 262147});
   if (rc != 0) {
     ncclCommAbort(cx.comm);
     return rc;

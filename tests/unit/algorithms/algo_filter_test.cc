@@ -176,5 +176,13 @@ TEST(AlgoFilter, SelectionFollowsTheFilter) {
   EXPECT_EQ(pick(CollKind::kAllToAll, 16, "ring"), "direct");
 }
 
+// The cluster suite forces every algorithm by the list in tests/CMakeLists.txt:
+// a new registry entry must be added there too.
+TEST(AlgoRegistry, ClusterSuiteListsEveryAlgorithm) {
+  std::string names;
+  for (const Algorithm& a : algorithmRegistry()) names += (names.empty() ? "" : ",") + std::string(a.name);
+  EXPECT_EQ(names, FERRY_ALL_ALGOS);
+}
+
 }  // namespace
 }  // namespace ferry
