@@ -19,12 +19,15 @@
 
 namespace ferry {
 
-// One level of the machine as the cost model sees it: a message of b bytes
-// over one hop costs latencyUs + b / bytesPerUs. Reductions additionally cost
-// b / reduceBytesPerUs on the receiving rank.
+// One level of the machine as the cost model sees it (LogGP-like): a message
+// of b bytes over one hop arrives latencyUs + b / bytesPerUs after it is
+// sent, and each message costs its sender and receiver overheadUs of CPU
+// (posting, matching, system calls), which serialises when a rank handles
+// many messages at once. Reductions cost b / reduceBytesPerUs more.
 struct LinkCost {
   double latencyUs = 1.0;
   double bytesPerUs = 1000.0;  // 1 GB/s
+  double overheadUs = 0.2;
 };
 
 enum class Level : uint8_t { kSelf, kIntraHost, kInterHost };
@@ -42,8 +45,10 @@ struct CommView {
   LinkCost intra;                            // between two ranks of one host
   LinkCost inter;                            // between hosts, one rail
   double reduceBytesPerUs = 2000.0;          // host reduction kernel speed
-  // Ranks on the busiest host divided by its cores (>1: ranks share cores,
-  // each extra step costs a scheduling round trip; the cost model uses it).
+  // Ranks on the busiest machine divided by its cores (>1: ranks share
+  // cores, each wait costs a scheduling round trip; the cost model uses it).
+  // A machine is a running kernel: "hosts" made of network namespaces or
+  // NCCL_HOSTID on one machine share its cores.
   double oversubscription = 1.0;
 
   // Largest piece one step may carry so a round fits in the smallest FIFO

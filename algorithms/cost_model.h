@@ -30,9 +30,12 @@ inline double transfer(const CommView& v, const LinkCost& l, double bytes) {
   return bytes / bw;
 }
 
-// One step: wait, then move.
+// CPU time one message costs each of its ends (posting, matching, calls).
+inline double overhead(const CommView& v, const LinkCost& l) { return l.overheadUs * share(v); }
+
+// One step: wait for the peer, handle the message, move its bytes.
 inline double hop(const CommView& v, const LinkCost& l, double bytes) {
-  return latency(v, l) + transfer(v, l, bytes);
+  return latency(v, l) + overhead(v, l) + transfer(v, l, bytes);
 }
 
 // Reducing `bytes` into a buffer.

@@ -212,7 +212,8 @@ double directCost(const CollArgs& a, const CommView& v) {
   double intra = cost::transfer(v, v.intra, (local - 1) * bytes);
   double nics = std::max(1, std::min(local, v.nRails));
   double inter = cost::transfer(v, v.inter, local * double(n - local) * bytes / nics);
-  double perMessage = 0.2 * (n - 1) * cost::share(v);  // posting and matching each message
+  // A rank handles 2(n-1) messages one after another (n-1 out, n-1 in).
+  double perMessage = 2 * ((local - 1) * cost::overhead(v, v.intra) + (n - local) * cost::overhead(v, v.inter));
   double moves = std::max(intra, inter) + perMessage + cost::latency(v, v.slowest());
   switch (a.kind) {
     case CollKind::kAllReduce: return moves + cost::reduce(v, (n - 1) * bytes);
@@ -232,7 +233,7 @@ double twoShotCost(const CollArgs& a, const CommView& v) {
   if (n == 1) return cost::transfer(v, v.self, bytes);
   double f = (n - 1.0) / n;
   double rounds = cost::chunks(v, bytes / n);
-  return 2 * rounds * cost::latency(v, v.intra) + 0.2 * 2 * (n - 1) * rounds * cost::share(v) +
+  return 2 * rounds * cost::latency(v, v.intra) + 4 * (n - 1) * rounds * cost::overhead(v, v.intra) +
          cost::transfer(v, v.intra, 2 * f * bytes) + cost::reduce(v, f * bytes);
 }
 

@@ -152,7 +152,10 @@ double recursiveDoublingCost(const CollArgs& a, const CommView& v) {
   while (m * 2 <= n) m *= 2;
   double k = cost::chunks(v, bytes);
   double piece = bytes / k, perChunk = 0;
-  auto round = [&](const LinkCost& l) { perChunk += cost::hop(v, l, piece) + cost::reduce(v, piece); };
+  // A round sends and receives one message: one wait, two overheads.
+  auto round = [&](const LinkCost& l) {
+    perChunk += cost::hop(v, l, piece) + cost::overhead(v, l) + cost::reduce(v, piece);
+  };
   for (int d = 1; d < m; d *= 2) {
     bool crosses = false;
     for (int r = 0; r < m && !crosses; ++r) crosses = !v.sameHost(r, r ^ d);

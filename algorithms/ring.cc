@@ -228,14 +228,14 @@ double ringCost(const CollArgs& a, const CommView& v) {
     case CollKind::kAllReduce: {
       double perRing = bytes / rings;
       double rounds = cost::chunks(v, perRing / n);
-      return 2 * (n - 1) * rounds * cost::latency(v, l) +
+      return 2 * (n - 1) * rounds * (cost::latency(v, l) + 2 * cost::overhead(v, l)) +
              cost::transfer(v, l, 2 * f * bytes / parallel) + cost::reduce(v, f * bytes);
     }
     case CollKind::kReduceScatter:
     case CollKind::kAllGather: {
       double rounds = cost::chunks(v, bytes / rings);
       double red = a.kind == CollKind::kReduceScatter ? cost::reduce(v, (n - 1) * bytes) : 0.0;
-      return (n - 1) * rounds * cost::latency(v, l) + cost::transfer(v, l, (n - 1) * bytes / parallel) + red;
+      return (n - 1) * rounds * (cost::latency(v, l) + 2 * cost::overhead(v, l)) + cost::transfer(v, l, (n - 1) * bytes / parallel) + red;
     }
     case CollKind::kBroadcast:
       return cost::chain(v, l, bytes, n - 1);

@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 
 #include "comm/calibration.h"
 #include "comm/comm.h"
+#include "comm/host_id.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/wait.h"
@@ -20,6 +22,7 @@ namespace {
 // One rank's contribution, allgathered.
 struct ViewInfo {
   uint64_t hostHash = 0;
+  uint64_t machineHash = 0;  // ranks sharing it share the cores
   int32_t cores = 1;
   int32_t netDevices = 0;   // 0: no network set up
   int32_t sendDevice = -1;
@@ -32,10 +35,15 @@ struct ViewInfo {
 
 constexpr double kDefaultNetMbps = 10000;      // when the device does not say
 constexpr double kDefaultNetLatencyUs = 20;
+// CPU per message and end: a slot handoff through shared memory; a network
+// request (system calls on sockets). Measured on Ferry's development machine.
+constexpr double kShmOverheadUs = 0.3;
+constexpr double kNetOverheadUs = 3.0;
 
 ViewInfo myInfo(const std::vector<std::unique_ptr<Transport>>& transports, uint64_t hostHash) {
   ViewInfo me;
   me.hostHash = hostHash;
+  me.machineHash = machineHash();
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   me.cores = cores > 0 ? static_cast<int32_t>(cores) : 1;
   for (const auto& t : transports) {
@@ -80,8 +88,11 @@ Status Comm::buildView() {
     memcpy = std::min<double>(memcpy, first.memcpyBytesPerUs);
     reduce = std::min<double>(reduce, first.reduceBytesPerUs);
     step = std::max<double>(step, first.stepLatencyUs);
-    v.oversubscription = std::max(v.oversubscription, double(host.size()) / std::max(1, first.cores));
   }
+  std::map<uint64_t, int> perMachine;
+  for (const ViewInfo& i : all) perMachine[i.machineHash]++;
+  for (const ViewInfo& i : all)
+    v.oversubscription = std::max(v.oversubscription, double(perMachine[i.machineHash]) / std::max(1, i.cores));
   for (int r = 0; r < nranks_; ++r) {
     const ViewInfo& i = all[r];
     v.railOf[r] = i.netDevices > 0 ? v.localRankOf[r] % i.netDevices : 0;
@@ -89,12 +100,12 @@ Status Comm::buildView() {
     if (i.netMbps > 0) mbps = std::min<double>(mbps, i.netMbps), netKnown = true;
     netLat = std::max<double>(netLat, i.netLatencyUs);
   }
-  v.self = LinkCost{0.1, memcpy};
+  v.self = LinkCost{0.1, memcpy, 0.0};
   // A message between two ranks of a host is copied twice (into the FIFO
   // slot and out) or read by cross-memory attach at about half memcpy speed.
-  v.intra = LinkCost{step, memcpy / 2};
+  v.intra = LinkCost{step, memcpy / 2, kShmOverheadUs};
   v.inter = LinkCost{netLat > 0 ? netLat : kDefaultNetLatencyUs,
-                     (netKnown ? mbps : kDefaultNetMbps) / 8.0};
+                     (netKnown ? mbps : kDefaultNetMbps) / 8.0, kNetOverheadUs};
   v.reduceBytesPerUs = reduce;
   // The direct reduce-scatter/all-gather reads peers' memory and makes each
   // rank wait for all others twice a round: only with a core per rank.
@@ -104,9 +115,8 @@ Status Comm::buildView() {
   if (config::getBool(config::Param::kShmDisable)) v.intra.latencyUs = std::max(step, v.inter.latencyUs);
   applyOverrides(&v);
   view_ = std::move(v);
-  // Waits yield early when this host's ranks outnumber its cores.
-  const auto& mine = view_.hostRanks[view_.hostOf[rank_]];
-  if (double(mine.size()) > all[rank_].cores) Backoff::setOversubscribed(true);
+  // Waits yield early when this machine's ranks outnumber its cores.
+  if (perMachine[all[rank_].machineHash] > all[rank_].cores) Backoff::setOversubscribed(true);
   return Status::ok();
 }
 

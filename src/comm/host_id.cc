@@ -36,6 +36,13 @@ uint64_t hostHash() {
   return hash64(id.data(), id.size());
 }
 
+uint64_t machineHash() {
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  return hash64(boot.data(), boot.size());
+}
+
 uint64_t randomNonce() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
