@@ -142,6 +142,9 @@ struct TransportReport {
   int sendDevice = -1;     // the device this rank sends on
   double mbps = 0;         // that device's speed in Mbit/s (0: unknown)
   double latencyUs = 0;    // its latency in microseconds (0: unknown)
+  // Bytes one direction of its connections buffers (slots x slot size); a
+  // collective step must fit in half of the smallest (0: no connections).
+  size_t fifoBytes = 0;
 };
 
 class Transport {

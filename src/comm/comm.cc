@@ -21,15 +21,7 @@ Comm::Comm(int rank, int nranks, CommConfig config)
   execOptions_.allowRefs = !config::getBool(config::Param::kP2pDisable);
   execOptions_.refThreshold = static_cast<size_t>(
       std::max<int64_t>(1, config::getInt(config::Param::kCmaThreshold)));
-  // A ring step must fit in half of the smallest connection FIFO.
-  using config::Param;
-  int64_t shmFifo = config::getInt(Param::kShmSlots) * config::getInt(Param::kShmSlotBytes);
-  int64_t sockFifo = config::getInt(Param::kNetSlots) * config::getInt(Param::kNetSlotBytes);
-  int64_t chunk = std::min({config::getInt(Param::kChunkBytes), shmFifo / 2, sockFifo / 2});
-  // Less room for the operation descriptor (op_check.h) the first piece of
-  // an operation carries, so a step still needs no more slots than before.
-  chunkBytes_ = static_cast<size_t>(std::max<int64_t>(4096, chunk - 64));
-  checkOps_ = config::getBool(Param::kCheckOps);
+  checkOps_ = config::getBool(config::Param::kCheckOps);
   asyncResult_.store(ncclInProgress);
 }
 

@@ -152,7 +152,6 @@ class Comm final : public ConnectionSource {
   uint64_t serial_ = 0;
   std::vector<std::unique_ptr<PremulOp>> premulOps_;
   ExecOptions execOptions_;
-  size_t chunkBytes_ = 0;
   CollFilter algoFilter_;  // NCCL_ALGO, parsed in init()
   CommView view_;
   std::unique_ptr<ExternalTuner> tuner_;

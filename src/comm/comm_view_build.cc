@@ -31,6 +31,7 @@ struct ViewInfo {
   float memcpyBytesPerUs = 0;
   float reduceBytesPerUs = 0;
   float stepLatencyUs = 0;
+  uint64_t fifoBytes = 0;   // smallest connection FIFO of this rank's transports (0: none)
 };
 
 constexpr double kDefaultNetMbps = 10000;      // when the device does not say
@@ -48,6 +49,8 @@ ViewInfo myInfo(const std::vector<std::unique_ptr<Transport>>& transports, uint6
   me.cores = cores > 0 ? static_cast<int32_t>(cores) : 1;
   for (const auto& t : transports) {
     TransportReport r = t->report();
+    if (r.active && r.fifoBytes > 0 && (me.fifoBytes == 0 || r.fifoBytes < me.fifoBytes))
+      me.fifoBytes = r.fifoBytes;
     if (!r.active || r.devices <= 0) continue;
     me.netDevices = r.devices;
     me.sendDevice = r.sendDevice;
@@ -70,6 +73,17 @@ void applyOverrides(CommView* v) {
   if (int64_t mbit = config::getInt(Param::kInterBwMbits); mbit > 0) v->inter.bytesPerUs = mbit / 8.0;
 }
 
+// A step must fit in half of the smallest FIFO any rank's connections have
+// (FERRY_CHUNK_BYTES caps it), less the operation descriptor (op_check.h)
+// the first piece of an operation carries, so rings and pairwise exchanges
+// never wait for a slot their peer cannot free.
+size_t chunkBytes(const std::vector<ViewInfo>& all) {
+  int64_t chunk = config::getInt(config::Param::kChunkBytes);
+  for (const ViewInfo& i : all)
+    if (i.fifoBytes > 0) chunk = std::min<int64_t>(chunk, static_cast<int64_t>(i.fifoBytes / 2));
+  return static_cast<size_t>(std::max<int64_t>(4096, chunk - 64));
+}
+
 }  // namespace
 
 Status Comm::buildView() {
@@ -78,7 +92,7 @@ Status Comm::buildView() {
   FERRY_TRY(bootstrap_->allGather(all.data(), sizeof(ViewInfo)));
   std::vector<uint64_t> hostOf;
   for (const ViewInfo& i : all) hostOf.push_back(i.hostHash);
-  CommView v = makeView(hostOf, chunkBytes_, false);
+  CommView v = makeView(hostOf, chunkBytes(all), false);
 
   v.nRails = 1;
   double memcpy = 1e30, reduce = 1e30, step = 0, mbps = 1e30, netLat = 0;

@@ -112,6 +112,8 @@ TransportReport NetTransport::report() const {
   r.active = true;
   r.devices = std::min(net_.ndev, kMaxRails);
   r.sendDevice = dev_;
+  r.fifoBytes = size_t(std::max<int64_t>(2, config::getInt(config::Param::kNetSlots))) *
+                size_t(std::max<int64_t>(4096, config::getInt(config::Param::kNetSlotBytes)));
   ncclNetProperties_v11_t props{};
   if (net_.net->getProperties(dev_, &props) == ncclSuccess) {
     r.mbps = props.speed > 0 ? props.speed : 0;

@@ -61,6 +61,7 @@ class ShmTransport : public Transport {
   Status setup(const CommContext& ctx, PeerInfo* self) override;
   bool canConnect(const CommContext& ctx, const PeerInfo& self, const PeerInfo& peer) const override;
   Result<std::unique_ptr<Connection>> connect(const CommContext& ctx, int peer) override;
+  TransportReport report() const override;
 };
 
 }  // namespace ferry::shm

@@ -105,6 +105,24 @@ bool ShmTransport::canConnect(const CommContext&, const PeerInfo& self, const Pe
   return self.hostHash == peer.hostHash && self.rank != peer.rank;
 }
 
+namespace {
+// Slots per direction and their size (a multiple of the cache line).
+std::pair<uint32_t, uint32_t> fifoShape() {
+  uint32_t slots = static_cast<uint32_t>(std::max<int64_t>(2, config::getInt(config::Param::kShmSlots)));
+  int64_t sb = std::max<int64_t>(4096, config::getInt(config::Param::kShmSlotBytes));
+  return {slots, static_cast<uint32_t>((sb + 63) / 64 * 64)};
+}
+}  // namespace
+
+TransportReport ShmTransport::report() const {
+  TransportReport r;
+  if (config::getBool(config::Param::kShmDisable)) return r;
+  r.active = true;
+  auto [slots, slotBytes] = fifoShape();
+  r.fifoBytes = size_t(slots) * slotBytes;
+  return r;
+}
+
 // Whichever side of the pair comes first creates the segment and goes on at
 // once; the other maps it. So connect() never waits for a peer that may
 // never connect (it died, or it runs a different operation that does not
@@ -115,9 +133,7 @@ Result<std::unique_ptr<Connection>> ShmTransport::connect(const CommContext& ctx
   std::string name = segmentName(ctx.commHash, lo, hi);
   bool allowRefs = !config::getBool(config::Param::kP2pDisable);
   int side = ctx.rank == lo ? 0 : 1;
-  uint32_t slots = static_cast<uint32_t>(std::max<int64_t>(2, config::getInt(config::Param::kShmSlots)));
-  int64_t sb = std::max<int64_t>(4096, config::getInt(config::Param::kShmSlotBytes));
-  uint32_t slotBytes = static_cast<uint32_t>((sb + 63) / 64 * 64);
+  auto [slots, slotBytes] = fifoShape();
   FERRY_ASSIGN(void* base, createSegment(name, side, slots, slotBytes));
   size_t bytes = segmentBytes(slots, slotBytes);
   bool created = base != nullptr;
