@@ -34,6 +34,7 @@ CommView makeView(const std::vector<uint64_t>& hostOf, size_t chunkBytes, bool a
     v.hostRanks[it->second].push_back(r);
   }
   v.railOf = v.localRankOf;
+  v.nicOf.assign(v.nranks, "");
   v.nRails = 1;
   for (const auto& h : v.hostRanks) v.nRails = std::max(v.nRails, static_cast<int>(h.size()));
   v.chunkBytes = chunkBytes;

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace ferry {
@@ -39,6 +40,7 @@ struct CommView {
   std::vector<int> localRankOf;              // rank -> index within its host
   std::vector<std::vector<int>> hostRanks;   // host -> its ranks, ascending
   std::vector<int> railOf;                   // rank -> rail (NIC index on its host)
+  std::vector<std::string> nicOf;            // rank -> its rail's NIC name ("" unknown)
   int nRails = 1;                            // most network devices any host uses
 
   LinkCost self;                             // copies within a rank

@@ -140,6 +140,7 @@ struct TransportReport {
   bool active = false;     // set up for this communicator
   int devices = 0;         // network devices listened on (rails)
   int sendDevice = -1;     // the device this rank sends on
+  std::string deviceName;  // that device's name (e.g. the interface)
   double mbps = 0;         // that device's speed in Mbit/s (0: unknown)
   double latencyUs = 0;    // its latency in microseconds (0: unknown)
   // Bytes one direction of its connections buffers (slots x slot size); a

@@ -29,6 +29,7 @@
 #include "exec/executor.h"
 #include "exec/plan_cache.h"
 #include "kernels/reduce.h"
+#include "topology/rails.h"
 #include "transports/transport.h"
 
 namespace ferry {
@@ -153,6 +154,7 @@ class Comm final : public ConnectionSource {
   std::vector<std::unique_ptr<PremulOp>> premulOps_;
   ExecOptions execOptions_;
   CollFilter algoFilter_;  // NCCL_ALGO, parsed in init()
+  std::vector<topo::Rail> rails_;  // the machine's GPU -> NIC rail table (topo_init.cc)
   CommView view_;
   std::unique_ptr<ExternalTuner> tuner_;
   int64_t timeoutMs_ = 30000;

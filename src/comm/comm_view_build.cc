@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "comm/calibration.h"
@@ -32,6 +34,7 @@ struct ViewInfo {
   float reduceBytesPerUs = 0;
   float stepLatencyUs = 0;
   uint64_t fifoBytes = 0;   // smallest connection FIFO of this rank's transports (0: none)
+  char nic[48] = {};        // the NIC of this rank's rail
 };
 
 constexpr double kDefaultNetMbps = 10000;      // when the device does not say
@@ -40,6 +43,13 @@ constexpr double kDefaultNetLatencyUs = 20;
 // request (system calls on sockets). Measured on Ferry's development machine.
 constexpr double kShmOverheadUs = 0.3;
 constexpr double kNetOverheadUs = 3.0;
+
+// The rank's NIC: its GPU rail's NIC when the topology has GPUs (device
+// index = local rank), else the network device it sends on.
+void setNic(ViewInfo* me, const std::vector<topo::Rail>& rails, int localRank, const std::string& netDev) {
+  std::string nic = rails.empty() ? netDev : rails[localRank % rails.size()].nic;
+  snprintf(me->nic, sizeof(me->nic), "%s", nic.c_str());
+}
 
 ViewInfo myInfo(const std::vector<std::unique_ptr<Transport>>& transports, uint64_t hostHash) {
   ViewInfo me;
@@ -56,6 +66,7 @@ ViewInfo myInfo(const std::vector<std::unique_ptr<Transport>>& transports, uint6
     me.sendDevice = r.sendDevice;
     me.netMbps = static_cast<float>(r.mbps);
     me.netLatencyUs = static_cast<float>(r.latencyUs);
+    snprintf(me.nic, sizeof(me.nic), "%s", r.deviceName.c_str());
   }
   const HostCalibration& cal = hostCalibration();
   me.memcpyBytesPerUs = static_cast<float>(cal.memcpyBytesPerUs);
@@ -89,6 +100,9 @@ size_t chunkBytes(const std::vector<ViewInfo>& all) {
 Status Comm::buildView() {
   std::vector<ViewInfo> all(nranks_);
   all[rank_] = myInfo(transports_, peers_[rank_].hostHash);
+  int localRank = 0;
+  for (int r = 0; r < rank_; ++r) localRank += peers_[r].hostHash == peers_[rank_].hostHash;
+  setNic(&all[rank_], rails_, localRank, all[rank_].nic);
   FERRY_TRY(bootstrap_->allGather(all.data(), sizeof(ViewInfo)));
   std::vector<uint64_t> hostOf;
   for (const ViewInfo& i : all) hostOf.push_back(i.hostHash);
@@ -110,6 +124,7 @@ Status Comm::buildView() {
   for (int r = 0; r < nranks_; ++r) {
     const ViewInfo& i = all[r];
     v.railOf[r] = i.netDevices > 0 ? v.localRankOf[r] % i.netDevices : 0;
+    v.nicOf[r] = std::string(i.nic, strnlen(i.nic, sizeof(i.nic)));
     v.nRails = std::max(v.nRails, i.netDevices);
     if (i.netMbps > 0) mbps = std::min<double>(mbps, i.netMbps), netKnown = true;
     netLat = std::max<double>(netLat, i.netLatencyUs);

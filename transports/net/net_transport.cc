@@ -116,6 +116,7 @@ TransportReport NetTransport::report() const {
                 size_t(std::max<int64_t>(4096, config::getInt(config::Param::kNetSlotBytes)));
   ncclNetProperties_v11_t props{};
   if (net_.net->getProperties(dev_, &props) == ncclSuccess) {
+    if (props.name) r.deviceName = props.name;
     r.mbps = props.speed > 0 ? props.speed : 0;
     r.latencyUs = props.latency > 0 ? props.latency : 0;
   }
