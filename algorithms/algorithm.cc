@@ -16,6 +16,12 @@ const std::vector<Algorithm>& algorithmRegistry() {
       {"recdbl", recursiveDoublingSupports, recursiveDoublingSchedule, recursiveDoublingCost,
        NCCL_ALGO_TREE, NCCL_PROTO_LL},
       {"twoshot", twoShotSupports, twoShotSchedule, twoShotCost, NCCL_ALGO_RING, NCCL_PROTO_LL128},
+      {"tree", treeSupports, treeSchedule, treeCost, NCCL_ALGO_TREE, NCCL_PROTO_SIMPLE},
+      // Ferry's mapping for tuner plugins: bintree takes TREE/LL, which
+      // recdbl also uses, but only for Broadcast/Reduce where recdbl never
+      // runs, so a plugin's pick in that slot stays unambiguous.
+      {"bintree", binomialTreeSupports, binomialTreeSchedule, binomialTreeCost, NCCL_ALGO_TREE,
+       NCCL_PROTO_LL},
   };
   return kList;
 }

@@ -30,4 +30,16 @@ bool recursiveDoublingSupports(const CollArgs& a, const CommView& v);
 Schedule recursiveDoublingSchedule(const CollArgs& a, const CommView& v);
 double recursiveDoublingCost(const CollArgs& a, const CommView& v);
 
+// tree.cc: AllReduce on NCCL's double binary tree (half the elements on
+// each tree, reduce up then broadcast down, pipelined by chunks).
+bool treeSupports(const CollArgs& a, const CommView& v);
+Schedule treeSchedule(const CollArgs& a, const CommView& v);
+double treeCost(const CollArgs& a, const CommView& v);
+
+// bintree.cc: Broadcast and Reduce on a rail-aware binomial tree from the
+// root (across hosts, then inside each), pipelined by chunks.
+bool binomialTreeSupports(const CollArgs& a, const CommView& v);
+Schedule binomialTreeSchedule(const CollArgs& a, const CommView& v);
+double binomialTreeCost(const CollArgs& a, const CommView& v);
+
 }  // namespace ferry

@@ -168,11 +168,14 @@ TEST(AlgoFilter, SelectionFollowsTheFilter) {
   EXPECT_EQ(pick(kAR, 16, "^direct,recdbl"), "ring");
   EXPECT_EQ(pick(kAR, 16, "allreduce:ring;broadcast:ring"), "ring");
   EXPECT_EQ(pick(kAR, 16, "broadcast:ring"), "direct");
-  EXPECT_EQ(pick(kBC, 16, "allreduce:ring"), "ring");
+  EXPECT_EQ(pick(kBC, 16, "allreduce:ring"), "bintree");  // small Broadcast: 2 binomial hops
+  EXPECT_EQ(pick(kBC, 16, "broadcast:ring"), "ring");
   // Only algorithms Ferry lacks, or every one excluded: the first that works.
-  EXPECT_EQ(pick(kAR, 16, "Tree"), "direct");
-  EXPECT_EQ(pick(kAR, 1 << 20, "Tree"), "ring");
-  EXPECT_EQ(pick(kBC, 16, "^ring"), "ring");
+  EXPECT_EQ(pick(kAR, 16, "PAT"), "direct");
+  EXPECT_EQ(pick(kAR, 1 << 20, "PAT"), "ring");
+  // NCCL's Tree is Ferry's double binary tree (registry name "tree").
+  EXPECT_EQ(pick(kAR, 1 << 20, "Tree"), "tree");
+  EXPECT_EQ(pick(kBC, 16, "^ring,bintree"), "bintree");
   EXPECT_EQ(pick(CollKind::kAllToAll, 16, "ring"), "direct");
 }
 

@@ -1,0 +1,128 @@
+// The tree algorithms forced on real forked ranks, exact values, in place
+// and out of place: NCCL_ALGO=tree (double binary tree AllReduce) and
+// NCCL_ALGO=bintree (binomial Broadcast and Reduce, roots 0 and n-1). On
+// one host with tiny chunks and slots (many chunks, several pieces each,
+// FIFOs of two chunks), and with the ranks spread over simulated hosts
+// (NCCL_HOSTID; Socket network) so the inter-host tree edges, the host
+// chains and the merged lanes of trees sharing an edge all run.
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+
+#include "tests/mp/coll_cases.h"
+
+namespace ferry::mp {
+namespace {
+
+const std::string& logDir() {
+  static std::string dir = [] {
+    char tmpl[] = "/tmp/ferry-tree-XXXXXX";
+    return std::string(mkdtemp(tmpl));
+  }();
+  return dir;
+}
+
+int treeBody(const Rank& me, std::initializer_list<size_t> counts) {
+  const RedCase cases[] = {{ncclInt32, TestOp::kSum, me.nranks},
+                           {ncclInt32, TestOp::kAvg, me.nranks},
+                           {ncclFloat32, TestOp::kMax, me.nranks},
+                           {ncclBfloat16, TestOp::kSum, me.nranks},
+                           {ncclFloat16, TestOp::kPreMulSum, me.nranks}};
+  for (const RedCase& c : cases)
+    for (size_t count : counts)
+      for (bool inPlace : {false, true}) MP_TRY(caseAllReduce(me, c, count, inPlace));
+  return 0;
+}
+
+int bintreeBody(const Rank& me, std::initializer_list<size_t> counts) {
+  const RedCase cases[] = {{ncclInt32, TestOp::kSum, me.nranks},
+                           {ncclInt32, TestOp::kAvg, me.nranks},
+                           {ncclFloat16, TestOp::kPreMulSum, me.nranks}};
+  for (size_t count : counts)
+    for (int root : {0, me.nranks - 1})
+      for (bool inPlace : {false, true}) {
+        MP_TRY(caseBroadcast(me, ncclInt32, count, root, inPlace));
+        for (const RedCase& c : cases) MP_TRY(caseReduce(me, c, count, root, inPlace));
+      }
+  return 0;
+}
+
+int body(const std::string& algo, const Rank& me, std::initializer_list<size_t> counts) {
+  return algo == "tree" ? treeBody(me, counts) : bintreeBody(me, counts);
+}
+
+// What each algorithm's log line says ran a 5000-element call.
+std::string ranLine(const std::string& algo) {
+  return std::string(algo == "tree" ? "AllReduce" : "Broadcast") + " count 5000 elemSize 4: algorithm " + algo;
+}
+
+RunOptions opts(const std::string& algo, const std::string& tag) {
+  RunOptions o;
+  o.timeoutSec = 120;
+  o.env["FERRY_TIMEOUT_MS"] = "20000";
+  o.env["NCCL_ALGO"] = algo;
+  o.env["NCCL_DEBUG"] = "INFO";
+  o.env["NCCL_DEBUG_SUBSYS"] = "TUNING";
+  o.env["NCCL_DEBUG_FILE"] = logDir() + "/" + tag + ".%p";
+  // chunkBytes = min(8192, FIFO / 2) - 64 = 8128: 5000 int32 is 3 chunks.
+  o.env["FERRY_CHUNK_BYTES"] = "8192";
+  o.env["FERRY_SHM_SLOT_BYTES"] = "4096";
+  o.env["FERRY_SHM_SLOTS"] = "4";
+  return o;
+}
+
+// Ranks per simulated host: 0 all on one host, else that many per host.
+void runCase(const std::string& algo, int n, int perHost) {
+  std::string tag = algo + std::to_string(n) + "h" + std::to_string(perHost);
+  RunOptions o = opts(algo, tag);
+  if (perHost > 0) {
+    o.timeoutSec = 200;
+    // Network FIFOs of 4 x 8 KiB: two chunks of the 8 KiB chunk size fit.
+    o.env["FERRY_NET_SLOT_BYTES"] = "8192";
+    o.rankEnv.resize(n);
+    for (int r = 0; r < n; ++r) o.rankEnv[r]["NCCL_HOSTID"] = tag + "-node-" + std::to_string(r / perHost);
+  }
+  RunResult res = runRanks(
+      n,
+      [algo](int rank, int nranks, const ncclUniqueId& id) {
+        return withComm(rank, nranks, id, [&](const Rank& me) { return body(algo, me, {1, 7, 5000}); });
+      },
+      o);
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), tag, ranLine(algo)), n);
+}
+
+class MpTree : public ::testing::TestWithParam<int> {};
+
+TEST_P(MpTree, OneHostExact) { runCase("tree", GetParam(), 0); }
+TEST_P(MpTree, OwnHostsExact) { runCase("tree", GetParam(), 1); }
+TEST_P(MpTree, PairedHostsExact) { runCase("tree", GetParam(), 2); }
+TEST_P(MpTree, BintreeOneHostExact) { runCase("bintree", GetParam(), 0); }
+TEST_P(MpTree, BintreeOwnHostsExact) { runCase("bintree", GetParam(), 1); }
+TEST_P(MpTree, BintreePairedHostsExact) { runCase("bintree", GetParam(), 2); }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MpTree, ::testing::Values(2, 3, 4, 5, 8));
+
+// Default chunks (512 KiB) and a message of several: large pieces travel
+// as cross-memory-attach references down the trees.
+TEST(MpTreeLarge, DefaultChunksExact) {
+  for (const char* algo : {"tree", "bintree"}) {
+    std::string tag = std::string("large-") + algo;
+    RunOptions o = opts(algo, tag);
+    o.env.erase("FERRY_CHUNK_BYTES");
+    o.env.erase("FERRY_SHM_SLOT_BYTES");
+    o.env.erase("FERRY_SHM_SLOTS");
+    std::string a = algo;
+    RunResult res = runRanks(
+        4,
+        [a](int rank, int nranks, const ncclUniqueId& id) {
+          return withComm(rank, nranks, id, [&](const Rank& me) { return body(a, me, {300001}); });
+        },
+        o);
+    EXPECT_RANKS_OK(res) << algo;
+  }
+}
+
+}  // namespace
+}  // namespace ferry::mp
