@@ -16,6 +16,13 @@ const std::vector<Algorithm>& algorithmRegistry() {
       {"recdbl", recursiveDoublingSupports, recursiveDoublingSchedule, recursiveDoublingCost,
        NCCL_ALGO_TREE, NCCL_PROTO_LL},
       {"twoshot", twoShotSupports, twoShotSchedule, twoShotCost, NCCL_ALGO_RING, NCCL_PROTO_LL128},
+      // A tuner plugin sees rabenseifner in Tree/LL128 (log-depth like a tree,
+      // bandwidth-lean like a ring) and bruck in Tree/LL (log-depth, for
+      // small AllGather/ReduceScatter; recdbl's slot, but recdbl is AllReduce
+      // only, so the two never compete in one table).
+      {"rabenseifner", rabenseifnerSupports, rabenseifnerSchedule, rabenseifnerCost, NCCL_ALGO_TREE,
+       NCCL_PROTO_LL128},
+      {"bruck", bruckSupports, bruckSchedule, bruckCost, NCCL_ALGO_TREE, NCCL_PROTO_LL},
   };
   return kList;
 }
