@@ -33,6 +33,7 @@
 // peer it sends to has consumed everything older (the FIFO is empty and one
 // group fits), the peer it receives from has already sent group t.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "algorithms/builders.h"
