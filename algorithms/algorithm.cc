@@ -22,6 +22,13 @@ const std::vector<Algorithm>& algorithmRegistry() {
       // runs, so a plugin's pick in that slot stays unambiguous.
       {"bintree", binomialTreeSupports, binomialTreeSchedule, binomialTreeCost, NCCL_ALGO_TREE,
        NCCL_PROTO_LL},
+      // A tuner plugin sees rabenseifner in Tree/LL128 (log-depth like a tree,
+      // bandwidth-lean like a ring) and bruck in Tree/LL (log-depth, for
+      // small AllGather/ReduceScatter; recdbl's slot, but recdbl is AllReduce
+      // only, so the two never compete in one table).
+      {"rabenseifner", rabenseifnerSupports, rabenseifnerSchedule, rabenseifnerCost, NCCL_ALGO_TREE,
+       NCCL_PROTO_LL128},
+      {"bruck", bruckSupports, bruckSchedule, bruckCost, NCCL_ALGO_TREE, NCCL_PROTO_LL},
   };
   return kList;
 }

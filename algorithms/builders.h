@@ -41,5 +41,16 @@ double treeCost(const CollArgs& a, const CommView& v);
 bool binomialTreeSupports(const CollArgs& a, const CommView& v);
 Schedule binomialTreeSchedule(const CollArgs& a, const CommView& v);
 double binomialTreeCost(const CollArgs& a, const CommView& v);
+// rabenseifner.cc: AllReduce as a reduce-scatter by recursive halving and
+// an all-gather by recursive doubling (near ranks first).
+bool rabenseifnerSupports(const CollArgs& a, const CommView& v);
+Schedule rabenseifnerSchedule(const CollArgs& a, const CommView& v);
+double rabenseifnerCost(const CollArgs& a, const CommView& v);
+
+// bruck.cc: AllGather by Bruck's algorithm and ReduceScatter by its mirror,
+// ceil(log2 n) steps for any n.
+bool bruckSupports(const CollArgs& a, const CommView& v);
+Schedule bruckSchedule(const CollArgs& a, const CommView& v);
+double bruckCost(const CollArgs& a, const CommView& v);
 
 }  // namespace ferry

@@ -1,0 +1,47 @@
+// Cost of one step of a schedule in which every rank talks to one partner
+// at once (recursive halving/doubling, Bruck): shared by rabenseifner.cc and
+// bruck.cc.
+//
+// The step lasts as long as its slowest pair: if any pair is on two hosts
+// it crosses the network. Then every rank of a host whose partner is off the
+// host sends at the same time, so they share the host's NICs (a rail each,
+// up to CommView::nRails): a host with L such ranks and R rails moves L/R
+// times one rank's bytes through each NIC.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "algorithms/comm_view.h"
+#include "algorithms/cost_model.h"
+
+namespace ferry::cost {
+
+struct StepLoad {
+  const LinkCost* link;  // &v.intra or &v.inter (cost::transfer compares addresses)
+  double nicShare;       // bytes through the busiest NIC per byte a rank sends
+};
+
+// `partner(r)` for r in [0, ranks): the rank r sends to in this step, or -1.
+template <typename Partner>
+StepLoad stepLoad(const CommView& v, int ranks, Partner partner) {
+  std::vector<int> offHost(v.nHosts(), 0);
+  int load = 0;
+  for (int r = 0; r < ranks; ++r) {
+    int p = partner(r);
+    if (p >= 0 && !v.sameHost(r, p)) load = std::max(load, ++offHost[v.hostOf[r]]);
+  }
+  if (load == 0) return StepLoad{&v.intra, 1.0};
+  double nics = std::max(1, std::min(load, v.nRails));
+  return StepLoad{&v.inter, load / nics};
+}
+
+// Latency of the step (paid once per dependent message).
+inline double stepLatency(const CommView& v, const StepLoad& s) { return latency(v, *s.link); }
+
+// Wire time of `bytes` sent by each rank in the step.
+inline double stepTransfer(const CommView& v, const StepLoad& s, double bytes) {
+  return transfer(v, *s.link, bytes * s.nicShare);
+}
+
+}  // namespace ferry::cost
