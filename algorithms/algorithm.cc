@@ -16,6 +16,10 @@ const std::vector<Algorithm>& algorithmRegistry() {
       {"recdbl", recursiveDoublingSupports, recursiveDoublingSchedule, recursiveDoublingCost,
        NCCL_ALGO_TREE, NCCL_PROTO_LL},
       {"twoshot", twoShotSupports, twoShotSchedule, twoShotCost, NCCL_ALGO_RING, NCCL_PROTO_LL128},
+      // NVLSTree is NCCL's intra-node + inter-node two-level algorithm: the
+      // closest slot for a tuner plugin to see hier's cost in.
+      {"hier", hierSupports, hierSchedule, hierCost, NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE},
+      {"pat", patSupports, patSchedule, patCost, NCCL_ALGO_PAT, NCCL_PROTO_SIMPLE},
   };
   return kList;
 }
