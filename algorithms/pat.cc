@@ -159,8 +159,8 @@ Schedule patSchedule(const CollArgs& a, const CommView& v) {
 
 // Per round, one wait per step (ceil(log2 n) steps, more when a step is
 // split into parts) on the slowest level; every rank receives (n-1) blocks
-// in all, a host's ranks sharing its NICs; the rotated staging adds a local
-// copy of n blocks; ReduceScatter reduces (n-1) blocks.
+// in all, the busiest host's ranks sharing its NICs; the rotated staging
+// adds a local copy of n blocks; ReduceScatter reduces (n-1) blocks.
 double patCost(const CollArgs& a, const CommView& v) {
   int n = a.nranks;
   double b = static_cast<double>(a.count * a.elemSize);
@@ -171,7 +171,10 @@ double patCost(const CollArgs& a, const CommView& v) {
   double waits = 0;
   for (int m : br.m) waits += cost::chunks(v, static_cast<double>(m * len * a.elemSize));
   const LinkCost& l = v.slowest();
-  double local = static_cast<double>(v.hostRanks[v.hostOf[a.rank]].size());
+  // The busiest host's ranks share its NICs. Not this rank's host: every
+  // rank must compute the same cost, or ranks would choose differently.
+  double local = 1;
+  for (const auto& h : v.hostRanks) local = std::max(local, static_cast<double>(h.size()));
   double share = &l == &v.inter ? local / std::max(1.0, std::min(local, double(v.nRails))) : 1.0;
   double t = rounds * waits * cost::latency(v, l) + cost::transfer(v, l, (n - 1) * b * share) +
              cost::transfer(v, v.self, n * b);

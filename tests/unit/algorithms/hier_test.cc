@@ -154,6 +154,19 @@ TEST(Hier, CostFavoursRailsForLargeMessages) {
   EXPECT_GT(hierCost(a, v), 0.0);
 }
 
+// Every rank must predict the same cost, or ranks would choose different
+// algorithms for one call (and hang): uneven hosts included.
+TEST(HierPat, CostIsTheSameOnEveryRank) {
+  CommView uneven = makeView({0, 1, 2, 0, 1}, 4096), even = grid(3, 2, 4096, true);
+  for (CollKind k : kHierKinds)
+    for (size_t count : {size_t(7), size_t(1000), size_t(1 << 20)}) {
+      for (int r = 1; r < 5 && k != CollKind::kAllReduce; ++r)
+        EXPECT_EQ(patCost(args(k, r, 5, count), uneven), patCost(args(k, 0, 5, count), uneven));
+      for (int r = 1; r < 6; ++r)
+        EXPECT_EQ(hierCost(args(k, r, 6, count), even), hierCost(args(k, 0, 6, count), even));
+    }
+}
+
 // PAT: ceil(log2 n) steps per round, step k talks to r -/+ 2^k only, each
 // step one message of at most a chunk, scratch bounded by the round.
 TEST(Pat, StepsPeersAndBoundedScratch) {
