@@ -29,6 +29,10 @@ const std::vector<Algorithm>& algorithmRegistry() {
       {"rabenseifner", rabenseifnerSupports, rabenseifnerSchedule, rabenseifnerCost, NCCL_ALGO_TREE,
        NCCL_PROTO_LL128},
       {"bruck", bruckSupports, bruckSchedule, bruckCost, NCCL_ALGO_TREE, NCCL_PROTO_LL},
+      // NVLSTree is NCCL's intra-node + inter-node two-level algorithm: the
+      // closest slot for a tuner plugin to see hier's cost in.
+      {"hier", hierSupports, hierSchedule, hierCost, NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE},
+      {"pat", patSupports, patSchedule, patCost, NCCL_ALGO_PAT, NCCL_PROTO_SIMPLE},
   };
   return kList;
 }

@@ -52,5 +52,17 @@ double rabenseifnerCost(const CollArgs& a, const CommView& v);
 bool bruckSupports(const CollArgs& a, const CommView& v);
 Schedule bruckSchedule(const CollArgs& a, const CommView& v);
 double bruckCost(const CollArgs& a, const CommView& v);
+// hierarchical.cc: AllReduce, AllGather, ReduceScatter in two levels
+// (intra-host rings, inter-host rings per rail) for H >= 2 hosts of L >= 2
+// ranks each.
+bool hierSupports(const CollArgs& a, const CommView& v);
+Schedule hierSchedule(const CollArgs& a, const CommView& v);
+double hierCost(const CollArgs& a, const CommView& v);
+
+// pat.cc: AllGather and ReduceScatter in ceil(log2 n) aggregated
+// dissemination steps (Bruck), for one rank per host at scale.
+bool patSupports(const CollArgs& a, const CommView& v);
+Schedule patSchedule(const CollArgs& a, const CommView& v);
+double patCost(const CollArgs& a, const CommView& v);
 
 }  // namespace ferry

@@ -208,7 +208,8 @@ double directCost(const CollArgs& a, const CommView& v) {
   int n = a.nranks;
   double bytes = static_cast<double>(a.count * a.elemSize);
   if (n == 1) return cost::transfer(v, v.self, bytes);
-  int local = static_cast<int>(v.hostRanks[v.hostOf[a.rank]].size());
+  int local = 0;  // the busiest host's ranks: its NICs and CPUs bound the time
+  for (const auto& h : v.hostRanks) local = std::max(local, static_cast<int>(h.size()));
   double intra = cost::transfer(v, v.intra, (local - 1) * bytes);
   double nics = std::max(1, std::min(local, v.nRails));
   double inter = cost::transfer(v, v.inter, local * double(n - local) * bytes / nics);

@@ -45,9 +45,14 @@ void applyExternal(const CollArgs& a, ExternalTuner* external, Choice* choice) {
 Result<Choice> chooseAlgorithm(const CollArgs& a, const CommView& v, const CollFilter& filter,
                                ExternalTuner* external) {
   Choice choice;
+  // Every rank must choose the same algorithm, or they run different
+  // schedules and hang: costs are evaluated for rank 0 on every rank, so a
+  // cost formula that looks at the caller's own host cannot split the choice.
+  CollArgs canon = a;
+  canon.rank = 0;
   for (const Algorithm& alg : algorithmRegistry()) {
     if (!alg.supports(a, v)) continue;
-    choice.table.push_back(Candidate{&alg, alg.cost(a, v), filter.allows(a.kind, alg.name)});
+    choice.table.push_back(Candidate{&alg, alg.cost(canon, v), filter.allows(a.kind, alg.name)});
   }
   if (choice.table.empty()) return internalError(std::string("no algorithm supports ") + collName(a.kind));
   const Candidate* best = cheapest(choice.table, true);
