@@ -79,7 +79,7 @@ TEST(MpAlgoEnv, ValidSettingsGiveExactResults) {
 TEST(MpAlgoEnv, NcclOnlyAlgorithmLogsFallback) {
   char dir[] = "/tmp/ferry-algo-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
-  RunOptions o = opts("NCCL_ALGO", "PAT");  // NCCL's Tree is Ferry's "tree" now
+  RunOptions o = opts("NCCL_ALGO", "NVLS");  // NCCL's Tree and PAT are Ferry's tree and pat now
   o.env["NCCL_PROTO"] = "LL128";
   o.env["NCCL_DEBUG"] = "INFO";
   o.env["NCCL_DEBUG_SUBSYS"] = "TUNING";
