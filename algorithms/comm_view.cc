@@ -1,6 +1,8 @@
 #include "algorithms/comm_view.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "algorithms/ring_order.h"
@@ -39,9 +41,114 @@ CommView makeView(const std::vector<uint64_t>& hostOf, size_t chunkBytes, bool a
   for (const auto& h : v.hostRanks) v.nRails = std::max(v.nRails, static_cast<int>(h.size()));
   v.chunkBytes = chunkBytes;
   v.allLocal = allLocal && v.hostRanks.size() == 1;
-  v.ringOrder = hostContiguousOrder(hostOf);
-  v.ringOrder2 = secondRingOrder(v.ringOrder, hostOf);
+  setRings(&v, v.nRails);
   return v;
+}
+
+void setRings(CommView* v, int wanted) {
+  v->rings = railRings(v->hostRanks, wanted);
+  v->ringOrder = v->rings[0];
+}
+
+}  // namespace ferry
+
+// ---- printing (ferryCommViewJson, ferry-topo --comm, logs)
+
+namespace ferry {
+namespace {
+
+// A JSON number; non-finite values (an unknown speed) become null.
+std::string num(double x) {
+  if (!std::isfinite(x)) return "null";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", x);
+  return b;
+}
+
+std::string quoted(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += static_cast<char>(c);
+    else if (c < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else {
+      o += static_cast<char>(c);
+    }
+  }
+  return o + "\"";
+}
+
+std::string intList(const std::vector<int>& xs, const char* sep, const char* open,
+                    const char* close) {
+  std::string o = open;
+  for (size_t i = 0; i < xs.size(); ++i) o += (i ? sep : "") + std::to_string(xs[i]);
+  return o + close;
+}
+
+std::string jsonList(const std::vector<int>& xs) { return intList(xs, ", ", "[", "]"); }
+
+std::string linkJson(const LinkCost& l) {
+  return "{\"latencyUs\": " + num(l.latencyUs) + ", \"bandwidthGBs\": " + num(l.bytesPerUs / 1000) +
+         "}";
+}
+
+}  // namespace
+
+std::string viewJson(const CommView& v, const std::string& calibration) {
+  std::string o = "{\"nranks\": " + std::to_string(v.nranks) + ", \"hosts\": [";
+  for (int h = 0; h < v.nHosts(); ++h)
+    o += std::string(h ? ", " : "") + "{\"host\": " + std::to_string(h) +
+         ", \"ranks\": " + jsonList(v.hostRanks[h]) + "}";
+  o += "], \"ranks\": [";
+  for (int r = 0; r < v.nranks; ++r)
+    o += std::string(r ? ", " : "") + "{\"rank\": " + std::to_string(r) +
+         ", \"host\": " + std::to_string(v.hostOf[r]) +
+         ", \"localRank\": " + std::to_string(v.localRankOf[r]) +
+         ", \"rail\": " + std::to_string(v.railOf[r]) + "}";
+  o += "], \"nRails\": " + std::to_string(v.nRails);
+  o += ", \"levels\": {\"self\": " + linkJson(v.self) + ", \"intra\": " + linkJson(v.intra) +
+       ", \"inter\": " + linkJson(v.inter) + "}";
+  o += ", \"reduceGBs\": " + num(v.reduceBytesPerUs / 1000) +
+       ", \"oversubscription\": " + num(v.oversubscription);
+  o += ", \"chunkBytes\": " + std::to_string(v.chunkBytes) +
+       ", \"allLocal\": " + (v.allLocal ? "true" : "false");
+  o += ", \"rings\": [";
+  for (size_t c = 0; c < v.rings.size(); ++c) o += (c ? ", " : "") + jsonList(v.rings[c]);
+  o += "]";
+  if (!calibration.empty()) o += ", \"calibration\": " + quoted(calibration);
+  return o + "}";
+}
+
+std::string viewTable(const CommView& v, const std::string& calibration) {
+  char b[160];
+  std::string o;
+  std::snprintf(b, sizeof b,
+                "%d ranks on %d host(s), %d rail(s), %zu ring(s), chunk %zu bytes, allLocal %s, "
+                "oversubscription %.2f\n",
+                v.nranks, v.nHosts(), v.nRails, v.rings.size(), v.chunkBytes,
+                v.allLocal ? "yes" : "no", v.oversubscription);
+  o += b;
+  if (!calibration.empty()) o += "calibration: " + calibration + "\n";
+  o += "level        latency(us)  bandwidth(GB/s)\n";
+  for (Level l : {Level::kSelf, Level::kIntraHost, Level::kInterHost}) {
+    std::snprintf(b, sizeof b, "%-12s %11.3f  %15.3f\n", levelName(l), v.link(l).latencyUs,
+                  v.link(l).bytesPerUs / 1000);
+    o += b;
+  }
+  std::snprintf(b, sizeof b, "%-12s %11s  %15.3f\n", "reduce", "-", v.reduceBytesPerUs / 1000);
+  o += b;
+  o += "rank  host  local  rail\n";
+  for (int r = 0; r < v.nranks; ++r) {
+    std::snprintf(b, sizeof b, "%4d  %4d  %5d  %4d\n", r, v.hostOf[r], v.localRankOf[r], v.railOf[r]);
+    o += b;
+  }
+  for (int h = 0; h < v.nHosts(); ++h)
+    o += "host " + std::to_string(h) + ": ranks " + intList(v.hostRanks[h], " ", "", "") + "\n";
+  for (size_t c = 0; c < v.rings.size(); ++c)
+    o += "ring " + std::to_string(c) + ": " + intList(v.rings[c], " -> ", "", "") + "\n";
+  return o;
 }
 
 }  // namespace ferry

@@ -58,10 +58,12 @@ struct CommView {
   size_t chunkBytes = 0;
   // One host, shared memory with peer reads allowed, a core per rank.
   bool allLocal = false;
-  // Ring position -> rank (hosts contiguous) and an optional second ring
-  // that leaves every host from another local rank (ring_order.h).
+  // The rings (ring position -> rank, hosts contiguous), one per rail on
+  // multi-host communicators: ring c leaves every host from local rank c
+  // and no two share a (peer, direction) pair (ring_order.h). Never empty
+  // in a built view; ringOrder is rings[0], what single-ring algorithms use.
+  std::vector<std::vector<int>> rings;
   std::vector<int> ringOrder;
-  std::vector<int> ringOrder2;
 
   int nHosts() const { return static_cast<int>(hostRanks.size()); }
   bool sameHost(int a, int b) const { return hostOf[a] == hostOf[b]; }
@@ -80,7 +82,17 @@ struct CommView {
 
 // A view of `nranks` ranks placed on hosts by `hostOf` (any labels; renumbered
 // in order of first appearance), with default costs. For tests and tools;
-// communicators fill the costs from calibration and the network.
+// communicators fill the costs from calibration and the network. nRails is
+// the most ranks any host has (a NIC per rank), and the rings follow it.
 CommView makeView(const std::vector<uint64_t>& hostOf, size_t chunkBytes = 0, bool allLocal = false);
+
+// Rebuilds v->rings (and ringOrder) for at most `wanted` rings
+// (railRings in ring_order.h), e.g. after nRails changed.
+void setRings(CommView* v, int wanted);
+
+// The view as JSON (one object, keys in a fixed order) and as a table for
+// people; `calibration` names where the host figures came from ("" omits it).
+std::string viewJson(const CommView& v, const std::string& calibration = "");
+std::string viewTable(const CommView& v, const std::string& calibration = "");
 
 }  // namespace ferry

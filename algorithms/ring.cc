@@ -3,7 +3,9 @@
 // Ranks sit on a ring in CommView::ringOrder (rank order when empty). Every
 // rank sends only to the next position and receives only from the previous
 // one, so each link carries the bandwidth-optimal 2(n-1)/n (or (n-1)/n) of
-// the data, and one lane per rank keeps the connection order. Chunk
+// the data, and one lane per ring keeps the connection order. AllReduce,
+// ReduceScatter and AllGather split the elements over all of the view's
+// rings (one per rail between hosts); Broadcast and Reduce run on ring 0. Chunk
 // arithmetic runs on ring positions; blockOf() maps a position-indexed chunk
 // back to the rank whose block it is (ReduceScatter/AllGather).
 #include <algorithm>
@@ -77,16 +79,30 @@ struct Range {
   size_t begin = 0, len = 0;
 };
 
-// With a second ring order (CommView::ringOrder2), the elements are split in
-// two halves, one per ring, each on its own lane: the rings cross host
-// boundaries from different local ranks, hence over different rails.
+// The rings a call runs on: the view's rings, or only ringOrder when
+// someone replaced it (tests; the other rings were built around rings[0]),
+// at most one per element so that no ring idles.
+std::vector<const std::vector<int>*> ringsFor(const CollArgs& a, const CommView& v) {
+  if (v.rings.empty() || v.rings[0] != v.ringOrder) return {&v.ringOrder};
+  size_t n = std::clamp<size_t>(a.count, 1, v.rings.size());
+  std::vector<const std::vector<int>*> rings;
+  for (size_t c = 0; c < n; ++c) rings.push_back(&v.rings[c]);
+  return rings;
+}
+
+// The elements are split evenly over the rings (CommView::rings), each on
+// its own lane: the rings leave every host from different local ranks,
+// hence over different rails, and never share a connection direction.
 template <typename LaneFn>
 Schedule onRings(const CollArgs& a, const CommView& v, LaneFn laneFor) {
-  Ring first(a, v.ringOrder);
-  if (v.ringOrder2.empty() || a.count < 2) return Schedule{"ring", {laneFor(first, Range{0, a.count}, true)}};
-  size_t half = a.count / 2;
-  return Schedule{"ring", {laneFor(first, Range{0, half}, true),
-                           laneFor(Ring(a, v.ringOrder2), Range{half, a.count - half}, false)}};
+  std::vector<const std::vector<int>*> rings = ringsFor(a, v);
+  int n = static_cast<int>(rings.size());
+  Schedule s{"ring", {}};
+  for (int c = 0; c < n; ++c) {
+    size_t begin = blockStart(a.count, n, c, 1), end = blockStart(a.count, n, c + 1, 1);
+    s.lanes.push_back(laneFor(Ring(a, *rings[c]), Range{begin, end - begin}, c == 0));
+  }
+  return s;
 }
 
 Lane allReduceLane(const CollArgs& a, size_t chunkBytes, const Ring& r, Range rg) {
@@ -214,13 +230,18 @@ bool ringSupports(const CollArgs& a, const CommView&) {
 }
 
 // Every step of a ring moves one chunk over every link at once, so a step
-// lasts as long as the slowest link takes; a second ring halves each ring's
-// bytes, and the two leave each host over different rails when it has two.
+// lasts as long as the slowest link takes. R rings (AllReduce, ReduceScatter,
+// AllGather) each carry 1/R of the bytes in their own rounds; when the
+// slowest link is the network, ring c leaves every host on rail c, so the
+// wire time divides by min(R, nRails) (rings beyond the rails share NICs).
+// Within a host the rings share the same memory bandwidth: no gain there.
 double ringCost(const CollArgs& a, const CommView& v) {
   int n = a.nranks;
   if (n == 1) return cost::transfer(v, v.self, static_cast<double>(a.count * a.elemSize));
   const LinkCost& l = v.slowest();
-  double rings = v.ringOrder2.empty() || a.count < 2 ? 1.0 : 2.0;
+  bool split = a.kind == CollKind::kAllReduce || a.kind == CollKind::kReduceScatter ||
+               a.kind == CollKind::kAllGather;
+  double rings = split ? static_cast<double>(ringsFor(a, v).size()) : 1.0;
   double parallel = &l == &v.inter ? std::min<double>(rings, v.nRails) : 1.0;
   double bytes = static_cast<double>(a.count * a.elemSize);
   double f = (n - 1.0) / n;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 
+#include "algorithms/ring_order.h"
 #include "comm/calibration.h"
 #include "comm/comm.h"
 #include "comm/host_id.h"
@@ -95,6 +96,20 @@ size_t chunkBytes(const std::vector<ViewInfo>& all) {
   return static_cast<size_t>(std::max<int64_t>(4096, chunk - 64));
 }
 
+// How many rings to build: one per rail (their inter-host hops then use
+// different NICs), bounded as NCCL bounds its channels: NCCL_MAX_NCHANNELS
+// lowers, then NCCL_MIN_NCHANNELS raises; railRings caps the result at 8
+// and at what the hosts' sizes allow without two rings sharing a connection.
+int wantedRings(int nRails) {
+  using config::Param;
+  int n = std::min(nRails, kMaxRings);
+  if (int64_t mx = config::getInt(Param::kMaxNchannels); mx > 0)
+    n = static_cast<int>(std::min<int64_t>(n, mx));
+  if (int64_t mn = config::getInt(Param::kMinNchannels); mn > 0)
+    n = static_cast<int>(std::max<int64_t>(n, std::min<int64_t>(mn, kMaxRings)));
+  return std::max(n, 1);
+}
+
 }  // namespace
 
 Status Comm::buildView() {
@@ -143,6 +158,7 @@ Status Comm::buildView() {
   // Without shared memory, ranks of a host talk over the network.
   if (config::getBool(config::Param::kShmDisable)) v.intra.latencyUs = std::max(step, v.inter.latencyUs);
   applyOverrides(&v);
+  setRings(&v, wantedRings(v.nRails));
   view_ = std::move(v);
   // Waits yield early when this machine's ranks outnumber its cores.
   if (perMachine[all[rank_].machineHash] > all[rank_].cores) Backoff::setOversubscribed(true);

@@ -1,8 +1,11 @@
-// ferry-topo: tree (default), --rails, --paths, --dump, --dot; see usage().
+// ferry-topo: tree (default), --rails, --paths, --dump, --dot, --comm,
+// --calibrate; see usage().
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "tools/topo/topo_comm.h"
 #include "tools/topo/topo_dot.h"
 #include "topology/detect.h"
 #include "topology/paths.h"
@@ -15,13 +18,24 @@ int usage() {
                "usage: ferry-topo [--topo-file FILE] [--rails | --paths | --dump | --dot FILE | --png FILE] [--json]\n"
                "  without --topo-file the topology is detected (discovery; NCCL_TOPO_FILE is honoured)\n"
                "  (default) tree   --rails GPU-to-NIC rails   --paths path matrix   --dump NCCL XML\n"
-               "  --dot FILE Graphviz DOT   --png FILE picture (needs Graphviz 'dot')   --json for --rails/--paths\n");
+               "  --dot FILE Graphviz DOT   --png FILE picture (needs Graphviz 'dot')   --json for --rails/--paths\n"
+               "       ferry-topo --comm [--nranks N] [--json]\n"
+               "  creates a communicator and prints rank 0's view of it (hosts, local ranks, rails, per-level\n"
+               "  latency/bandwidth, rings, calibration source; --json: ferryCommViewJson's object).\n"
+               "  --nranks N forks N local ranks (default 2); without it, under a launcher that sets RANK/\n"
+               "  WORLD_SIZE (or FERRY_CLUSTER_RANK/_NRANKS, SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_*,\n"
+               "  PMI_RANK/PMI_SIZE) and NCCL_COMM_ID, each process is one rank, e.g.\n"
+               "  tests/cluster/ferry-cluster --hosts 2 --ranks-per-host 2 -- build/bin/ferry-topo --comm\n"
+               "       ferry-topo --calibrate\n"
+               "  measures this host (memcpy, reduction, a two-process ping-pong), rewrites the calibration\n"
+               "  file (FERRY_CALIBRATION_FILE) and prints it\n");
   return 2;
 }
 
 struct Args {
   std::string file, dot, png;
-  bool rails = false, paths = false, dump = false, json = false;
+  bool rails = false, paths = false, dump = false, json = false, comm = false, calibrate = false;
+  int nranks = 0;
 };
 
 bool parse(int argc, char** argv, Args& a) {
@@ -35,6 +49,9 @@ bool parse(int argc, char** argv, Args& a) {
     else if (s == "--paths") a.paths = true;
     else if (s == "--dump") a.dump = true;
     else if (s == "--json") a.json = true;
+    else if (s == "--comm") a.comm = true;
+    else if (s == "--calibrate") a.calibrate = true;
+    else if (s == "--nranks" && more) a.nranks = std::atoi(argv[++i]);
     else return false;
   }
   return true;
@@ -46,6 +63,9 @@ int main(int argc, char** argv) {
   using namespace ferry::topo;
   Args a;
   if (!parse(argc, argv, a)) return usage();
+  if (a.nranks < 0 || a.nranks > 1024 || (a.nranks && !a.comm)) return usage();
+  if (a.calibrate) return a.comm ? usage() : ferry::topo::runCalibrate();
+  if (a.comm) return ferry::topo::runComm(a.nranks, a.json);
   auto g = a.file.empty() ? detect() : Graph::fromFile(a.file);
   if (!g.isOk()) {
     std::fprintf(stderr, "ferry-topo: %s\n", g.status().message().c_str());

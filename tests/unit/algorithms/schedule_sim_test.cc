@@ -5,6 +5,7 @@
 
 #include "algorithms/ring_order.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -100,13 +101,16 @@ int64_t val(int rank, size_t i) { return rank * 1000003 + static_cast<int64_t>(i
 
 // Builds schedules and buffers for `kind`; returns the simulator after running.
 // `algo` forces a registry entry (null: the tuner's choice); rings follow
-// the given orders (null: rank order, one ring).
+// the given order (null: rank order, one ring) or, with `rings`, all of those.
 Sim simulate(CollKind kind, int n, size_t count, int root, size_t chunkBytes,
              const char* algo = nullptr, const std::vector<int>* ringOrder = nullptr,
-             const std::vector<int>* ringOrder2 = nullptr) {
+             const std::vector<std::vector<int>>* rings = nullptr) {
   CommView v = makeView(std::vector<uint64_t>(n, 0), chunkBytes, algo && std::string(algo) == "twoshot");
   v.ringOrder = ringOrder ? *ringOrder : std::vector<int>();
-  v.ringOrder2 = ringOrder2 ? *ringOrder2 : std::vector<int>();
+  if (rings) {
+    v.rings = *rings;
+    v.ringOrder = rings->at(0);
+  }
   Sim sim{n, {}, {}, {}};
   size_t inElems = count, outElems = count;
   if (kind == CollKind::kAllGather || kind == CollKind::kAllToAll) outElems = count * n;
@@ -257,44 +261,55 @@ std::vector<uint64_t> roundRobin(int hosts, int perHost) {
   return hostOf;
 }
 
-TEST(RingOrder, HostContiguousAndSecondRing) {
+TEST(RingOrder, HostContiguous) {
   std::vector<uint64_t> hostOf = roundRobin(2, 3);  // ranks 0 2 4 on host A, 1 3 5 on B
-  std::vector<int> a = hostContiguousOrder(hostOf);
-  EXPECT_EQ(a, (std::vector<int>{0, 2, 4, 1, 3, 5}));
-  EXPECT_EQ(secondRingOrder(a, hostOf), (std::vector<int>{4, 2, 0, 5, 3, 1}));
-  // One host, or one rank per host: no second ring.
-  EXPECT_TRUE(secondRingOrder({0, 1, 2}, {7, 7, 7}).empty());
-  EXPECT_TRUE(secondRingOrder({0, 1, 2}, {1, 2, 3}).empty());
-  // 2 hosts x 2 ranks: the reversed ring has other neighbours in each direction.
-  EXPECT_EQ(secondRingOrder({0, 1, 2, 3}, {1, 1, 2, 2}), (std::vector<int>{1, 0, 3, 2}));
-  // Hosts of 1 and 2 ranks: the second ring is the first one reversed.
-  EXPECT_EQ(secondRingOrder({0, 1, 2}, {1, 2, 2}), (std::vector<int>{0, 2, 1}));
+  EXPECT_EQ(hostContiguousOrder(hostOf), (std::vector<int>{0, 2, 4, 1, 3, 5}));
 }
 
-// Two rings on two lanes (multi-host communicators): every collective that
-// splits over them stays exact, and the lanes never share a connection
-// direction (simulate() checks that).
-TEST(ScheduleSim, TwoRingsExact) {
-  for (auto [hosts, perHost] : {std::pair{2, 2}, {2, 3}, {3, 2}, {4, 2}}) {
+// One ring per rail on multi-host communicators (ring_order_test.cc checks
+// the orders): every collective that splits over them stays exact, with as
+// many lanes as rings (fewer when there are fewer elements), and the lanes
+// never share a connection direction (simulate() checks that).
+TEST(ScheduleSim, RailRingsExact) {
+  for (auto [hosts, perHost] : {std::pair{2, 2}, {2, 3}, {3, 2}, {4, 2}, {2, 4}, {3, 8}}) {
     std::vector<uint64_t> hostOf = roundRobin(hosts, perHost);
-    std::vector<int> a = hostContiguousOrder(hostOf);
-    std::vector<int> b = secondRingOrder(a, hostOf);
-    ASSERT_FALSE(b.empty()) << hosts << "x" << perHost;
+    std::vector<std::vector<int>> rings = makeView(hostOf).rings;
+    ASSERT_EQ(rings.size(), size_t(hostPathCapacity(perHost))) << hosts << "x" << perHost;
     int n = hosts * perHost;
     for (size_t count : {size_t{1}, size_t{7}, size_t{1000}}) {
       for (size_t chunk : {size_t{0}, size_t{24}}) {
-        Sim ar = simulate(CollKind::kAllReduce, n, count, 0, chunk, "ring", &a, &b);
-        Sim rs = simulate(CollKind::kReduceScatter, n, count, 0, chunk, "ring", &a, &b);
-        Sim ag = simulate(CollKind::kAllGather, n, count, 0, chunk, "ring", &a, &b);
-        if (count >= 2) {
-          EXPECT_EQ(ar.scheds[0].lanes.size(), 2u);
-        }
+        Sim ar = simulate(CollKind::kAllReduce, n, count, 0, chunk, "ring", nullptr, &rings);
+        Sim rs = simulate(CollKind::kReduceScatter, n, count, 0, chunk, "ring", nullptr, &rings);
+        Sim ag = simulate(CollKind::kAllGather, n, count, 0, chunk, "ring", nullptr, &rings);
+        EXPECT_EQ(ar.scheds[0].lanes.size(), std::min(rings.size(), count));
         for (int r = 0; r < n; ++r)
           for (size_t i = 0; i < count; ++i) {
             ASSERT_EQ(outAt(ar, r, i), sumAt(n, i)) << "allreduce " << hosts << "x" << perHost;
             ASSERT_EQ(outAt(rs, r, i), sumAt(n, r * count + i)) << "reduce-scatter";
             for (int p = 0; p < n; ++p) ASSERT_EQ(outAt(ag, r, p * count + i), val(p, i));
           }
+      }
+    }
+  }
+}
+
+// Each lane of a rail-ring AllReduce talks to its ring's neighbours only.
+TEST(ScheduleSim, RailRingLanesFollowTheirRing) {
+  CommView v = makeView(roundRobin(3, 4));
+  ASSERT_EQ(v.rings.size(), 4u);
+  for (int r = 0; r < v.nranks; ++r) {
+    Schedule s = ringSchedule(CollArgs{CollKind::kAllReduce, r, v.nranks, 0, 100, 4, false}, v);
+    ASSERT_EQ(s.lanes.size(), 4u);
+    for (size_t c = 0; c < 4; ++c) {
+      const std::vector<int>& o = v.rings[c];
+      size_t p = std::find(o.begin(), o.end(), r) - o.begin();
+      for (const Step& st : s.lanes[c].steps) {
+        if (st.sendPeer >= 0) {
+          EXPECT_EQ(st.sendPeer, o[(p + 1) % o.size()]);
+        }
+        if (st.recvPeer >= 0) {
+          EXPECT_EQ(st.recvPeer, o[(p + o.size() - 1) % o.size()]);
+        }
       }
     }
   }
