@@ -13,12 +13,13 @@ std::vector<uint64_t> hostsInOrder(const std::vector<uint64_t>& hostOf) {
 }
 
 // Walecki's zigzag on q (even) vertices: P_j = j, j+1, j-1, j+2, j-2, ...,
-// j+q/2 (mod q), for j < q/2. Edge {u, v} of P_j has u + v = 2j or 2j + 1
-// (mod q), and each such sum class of K_q's edges forms exactly one
-// Hamiltonian path, so P_0..P_{q/2-1} split K_q's edges between them. Read
-// forwards and backwards they are q arc-disjoint directed paths (a path and
-// its reverse use opposite arcs), ending at j + q/2 and at j: every vertex
-// is the end of exactly one of them (and the start of exactly one).
+// j+q/2 (mod q), for j < q/2. Its q-1 edges {u, v} all have u + v = 2j or
+// 2j+1 (mod q), and K_q has exactly q-1 edges with those sums ((q-2)/2 with
+// the even sum, q/2 with the odd one), so P_j is that sum class and
+// P_0..P_{q/2-1} split K_q's edges between them. Read forwards and backwards
+// they are q arc-disjoint directed paths (a path and its reverse use
+// opposite arcs), ending at j + q/2 and at j: every vertex is the end of
+// exactly one of them (and the start of exactly one).
 std::vector<int> zigzag(int q, int j) {
   std::vector<int> p{j};
   for (int k = 1; k <= q / 2; ++k) {

@@ -123,6 +123,7 @@ class Comm final : public ConnectionSource {
   void logTopology() const;
   Status loadTopology();
   Status buildView();
+  void logView() const;
   void openTuner();
 
   int rank_, nranks_;

@@ -112,6 +112,20 @@ int wantedRings(int nRails) {
 
 }  // namespace
 
+// One line per rank, and the rings on rank 0 as NCCL prints its channels
+// (ferry-topo --comm shows the whole view).
+void Comm::logView() const {
+  const CommView& v = view_;
+  FERRY_INFO(log::kInit | log::kTuning, "View: %d ranks on %d host(s), %d rail(s), %zu ring(s)",
+             v.nranks, v.nHosts(), v.nRails, v.rings.size());
+  if (rank_ != 0) return;
+  for (size_t c = 0; c < v.rings.size(); ++c) {
+    std::string order;
+    for (int r : v.rings[c]) order += " " + std::to_string(r);
+    FERRY_INFO(log::kInit, "Ring %02zu/%02zu :%s", c, v.rings.size(), order.c_str());
+  }
+}
+
 Status Comm::buildView() {
   std::vector<ViewInfo> all(nranks_);
   all[rank_] = myInfo(transports_, peers_[rank_].hostHash);
@@ -160,6 +174,7 @@ Status Comm::buildView() {
   applyOverrides(&v);
   setRings(&v, wantedRings(v.nRails));
   view_ = std::move(v);
+  logView();
   // Waits yield early when this machine's ranks outnumber its cores.
   if (perMachine[all[rank_].machineHash] > all[rank_].cores) Backoff::setOversubscribed(true);
   return Status::ok();

@@ -29,7 +29,7 @@ constexpr int kWatchdogSec = 150;  // past FERRY_INIT_TIMEOUT_MS' default (120 s
 // Rank and size from an external launcher, first match wins: torchrun and
 // tests/cluster/ferry-cluster (RANK/WORLD_SIZE), ferry-cluster's own names,
 // Slurm, Open MPI, PMI. Launcher variables, not Ferry configuration, so not
-// in params.def.
+// in params.def. False when none is set; *size = 0 when they are invalid.
 bool launcherRank(int* rank, int* size) {
   static const char* kVars[][2] = {{"RANK", "WORLD_SIZE"},
                                    {"FERRY_CLUSTER_RANK", "FERRY_CLUSTER_NRANKS"},
@@ -42,7 +42,11 @@ bool launcherRank(int* rank, int* size) {
     if (!r || !s || !*r || !*s) continue;
     *rank = std::atoi(r);
     *size = std::atoi(s);
-    return *size > 0 && *rank >= 0 && *rank < *size;
+    if (*size <= 0 || *rank < 0 || *rank >= *size) {
+      std::fprintf(stderr, "ferry-topo: %s=%s / %s=%s is not a rank and size\n", v[0], r, v[1], s);
+      *size = 0;
+    }
+    return true;
   }
   return false;
 }
@@ -138,6 +142,7 @@ int forkRanks(int nranks, bool json) {
 int runComm(int nranks, bool json) {
   int rank = 0, size = 0;
   if (nranks > 0 || !launcherRank(&rank, &size)) return forkRanks(nranks > 0 ? nranks : 2, json);
+  if (size == 0) return 2;
   // Under a launcher every rank derives the same id from NCCL_COMM_ID.
   const char* commId = std::getenv("NCCL_COMM_ID");
   if (size > 1 && (!commId || !*commId)) {
