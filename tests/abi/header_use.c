@@ -3,6 +3,7 @@
 #include <nccl.h>
 #include <ferry/ferry.h>
 #include <ferry/nccl_device_host.h>
+#include <ferry/view.h>
 
 ncclResult_t useHeaders(ncclComm_t comm, cudaStream_t stream);
 
@@ -21,5 +22,10 @@ ncclResult_t useHeaders(ncclComm_t comm, cudaStream_t stream) {
   (void)ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, stream);
   (void)ncclGroupEnd();
 #endif
+  {
+    char view[4096];
+    size_t len = sizeof(view);
+    (void)ferryCommViewJson(comm, view, &len);
+  }
   return ncclCommDestroy(comm);
 }
