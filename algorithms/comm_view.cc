@@ -91,7 +91,7 @@ std::string jsonList(const std::vector<int>& xs) { return intList(xs, ", ", "[",
 
 std::string linkJson(const LinkCost& l) {
   return "{\"latencyUs\": " + num(l.latencyUs) + ", \"bandwidthGBs\": " + num(l.bytesPerUs / 1000) +
-         "}";
+         ", \"overheadUs\": " + num(l.overheadUs) + "}";
 }
 
 }  // namespace
@@ -106,7 +106,8 @@ std::string viewJson(const CommView& v, const std::string& calibration) {
     o += std::string(r ? ", " : "") + "{\"rank\": " + std::to_string(r) +
          ", \"host\": " + std::to_string(v.hostOf[r]) +
          ", \"localRank\": " + std::to_string(v.localRankOf[r]) +
-         ", \"rail\": " + std::to_string(v.railOf[r]) + "}";
+         ", \"rail\": " + std::to_string(v.railOf[r]) +
+         ", \"nic\": " + quoted(r < static_cast<int>(v.nicOf.size()) ? v.nicOf[r] : "") + "}";
   o += "], \"nRails\": " + std::to_string(v.nRails);
   o += ", \"levels\": {\"self\": " + linkJson(v.self) + ", \"intra\": " + linkJson(v.intra) +
        ", \"inter\": " + linkJson(v.inter) + "}";
@@ -131,17 +132,18 @@ std::string viewTable(const CommView& v, const std::string& calibration) {
                 v.allLocal ? "yes" : "no", v.oversubscription);
   o += b;
   if (!calibration.empty()) o += "calibration: " + calibration + "\n";
-  o += "level        latency(us)  bandwidth(GB/s)\n";
+  o += "level        latency(us)  bandwidth(GB/s)  overhead(us)\n";
   for (Level l : {Level::kSelf, Level::kIntraHost, Level::kInterHost}) {
-    std::snprintf(b, sizeof b, "%-12s %11.3f  %15.3f\n", levelName(l), v.link(l).latencyUs,
-                  v.link(l).bytesPerUs / 1000);
+    std::snprintf(b, sizeof b, "%-12s %11.3f  %15.3f  %12.3f\n", levelName(l), v.link(l).latencyUs,
+                  v.link(l).bytesPerUs / 1000, v.link(l).overheadUs);
     o += b;
   }
   std::snprintf(b, sizeof b, "%-12s %11s  %15.3f\n", "reduce", "-", v.reduceBytesPerUs / 1000);
   o += b;
-  o += "rank  host  local  rail\n";
+  o += "rank  host  local  rail  nic\n";
   for (int r = 0; r < v.nranks; ++r) {
-    std::snprintf(b, sizeof b, "%4d  %4d  %5d  %4d\n", r, v.hostOf[r], v.localRankOf[r], v.railOf[r]);
+    const char* nic = r < static_cast<int>(v.nicOf.size()) && !v.nicOf[r].empty() ? v.nicOf[r].c_str() : "-";
+    std::snprintf(b, sizeof b, "%4d  %4d  %5d  %4d  %s\n", r, v.hostOf[r], v.localRankOf[r], v.railOf[r], nic);
     o += b;
   }
   for (int h = 0; h < v.nHosts(); ++h)

@@ -234,7 +234,17 @@ bool ringSupports(const CollArgs& a, const CommView&) {
 // AllGather) each carry 1/R of the bytes in their own rounds; when the
 // slowest link is the network, ring c leaves every host on rail c, so the
 // wire time divides by min(R, nRails) (rings beyond the rails share NICs).
-// Within a host the rings share the same memory bandwidth: no gain there.
+// Within a host the rings gain nothing: every rank is on every ring and
+// still copies all X bytes, so once the rails make the network fast enough
+// the intra-host copies bound the time.
+namespace {
+double wireTime(const CommView& v, const LinkCost& l, double x, double parallel) {
+  double t = cost::transfer(v, l, x / parallel);
+  if (&l == &v.inter && v.nranks > v.nHosts()) t = std::max(t, cost::transfer(v, v.intra, x));
+  return t;
+}
+}  // namespace
+
 double ringCost(const CollArgs& a, const CommView& v) {
   int n = a.nranks;
   if (n == 1) return cost::transfer(v, v.self, static_cast<double>(a.count * a.elemSize));
@@ -250,13 +260,14 @@ double ringCost(const CollArgs& a, const CommView& v) {
       double perRing = bytes / rings;
       double rounds = cost::chunks(v, perRing / n);
       return 2 * (n - 1) * rounds * (cost::latency(v, l) + 2 * cost::overhead(v, l)) +
-             cost::transfer(v, l, 2 * f * bytes / parallel) + cost::reduce(v, f * bytes);
+             wireTime(v, l, 2 * f * bytes, parallel) + cost::reduce(v, f * bytes);
     }
     case CollKind::kReduceScatter:
     case CollKind::kAllGather: {
       double rounds = cost::chunks(v, bytes / rings);
       double red = a.kind == CollKind::kReduceScatter ? cost::reduce(v, (n - 1) * bytes) : 0.0;
-      return (n - 1) * rounds * (cost::latency(v, l) + 2 * cost::overhead(v, l)) + cost::transfer(v, l, (n - 1) * bytes / parallel) + red;
+      return (n - 1) * rounds * (cost::latency(v, l) + 2 * cost::overhead(v, l)) +
+             wireTime(v, l, (n - 1) * bytes, parallel) + red;
     }
     case CollKind::kBroadcast:
       return cost::chain(v, l, bytes, n - 1);

@@ -21,9 +21,10 @@ extern "C" {
 /* Writes the view of `comm` into buf as one JSON object, NUL-terminated:
  *   {"nranks": N,
  *    "hosts": [{"host": 0, "ranks": [0, 1]}, ...],
- *    "ranks": [{"rank": 0, "host": 0, "localRank": 0, "rail": 0}, ...],
+ *    "ranks": [{"rank": 0, "host": 0, "localRank": 0, "rail": 0, "nic": "eth0"}, ...],
  *    "nRails": R,
- *    "levels": {"self"|"intra"|"inter": {"latencyUs": x, "bandwidthGBs": y}},
+ *    "levels": {"self"|"intra"|"inter":
+ *               {"latencyUs": x, "bandwidthGBs": y, "overheadUs": z}},
  *    "reduceGBs": x, "oversubscription": x, "chunkBytes": n, "allLocal": b,
  *    "rings": [[rank, ...], ...],          (ring position -> rank, per ring)
  *    "calibration": "measured" | "file <path>" | "defaults"}

@@ -116,7 +116,7 @@ int viewChecks(const Rank& me) {
   std::string j(buf.data());
   MP_CHECK(j.size() + 1 == len, "length %zu for a text of %zu", len, j.size());
   for (const char* want : {"\"nranks\": 4", "{\"host\": 0, \"ranks\": [0, 2]}", "{\"host\": 1, \"ranks\": [1, 3]}",
-                           "{\"rank\": 3, \"host\": 1, \"localRank\": 1, \"rail\": 0}",
+                           "{\"rank\": 3, \"host\": 1, \"localRank\": 1, \"rail\": 0, \"nic\": \"",
                            "\"rings\": [[2, 0, 3, 1], [0, 2, 1, 3]]", "\"calibration\": \""})
     MP_CHECK(j.find(want) != std::string::npos, "missing %s in %s", want, j.c_str());
   MP_TRY(caseAllReduce(me, RedCase{ncclInt32, TestOp::kSum, me.nranks}, 5, false));  // still usable

@@ -77,8 +77,8 @@ TEST(CommViewPrint, JsonTwoHosts) {
   ASSERT_TRUE(validJson(j)) << j;
   for (const char* want :
        {"\"nranks\": 4", "\"hosts\": [{\"host\": 0, \"ranks\": [0, 1]}, {\"host\": 1, \"ranks\": [2, 3]}]",
-        "{\"rank\": 3, \"host\": 1, \"localRank\": 1, \"rail\": 1}", "\"nRails\": 2",
-        "\"levels\": {\"self\": {\"latencyUs\": 1, \"bandwidthGBs\": 1}", "\"intra\": {", "\"inter\": {",
+        "{\"rank\": 3, \"host\": 1, \"localRank\": 1, \"rail\": 1, \"nic\": \"\"}", "\"nRails\": 2",
+        "\"levels\": {\"self\": {\"latencyUs\": 1, \"bandwidthGBs\": 1, \"overheadUs\": 0.2}", "\"intra\": {", "\"inter\": {",
         "\"reduceGBs\": 2", "\"oversubscription\": 1", "\"chunkBytes\": 4096", "\"allLocal\": false",
         "\"rings\": [[1, 0, 3, 2], [0, 1, 2, 3]]", "\"calibration\": \"file /tmp/a \\\"b\\\"\""})
     EXPECT_NE(j.find(want), std::string::npos) << want << " in " << j;
@@ -101,7 +101,7 @@ TEST(CommViewPrint, Table) {
   std::string t = viewTable(v, "defaults");
   for (const char* want : {"4 ranks on 2 host(s), 2 rail(s), 2 ring(s), chunk 4096 bytes", "calibration: defaults",
                            "intra-host", "inter-host", "host 1: ranks 2 3", "ring 0: 1 -> 0 -> 3 -> 2",
-                           "ring 1: 0 -> 1 -> 2 -> 3", "   3     1      1     1"})
+                           "ring 1: 0 -> 1 -> 2 -> 3", "   3     1      1     1  -"})
     EXPECT_NE(t.find(want), std::string::npos) << want << " in\n" << t;
 }
 

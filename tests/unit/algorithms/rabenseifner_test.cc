@@ -191,6 +191,9 @@ TEST(CostShape, RabenseifnerAndBruck) {
   CommView v = makeView(blocksOf(64, 8), 512 * 1024);
   v.intra = LinkCost{1.0, 10000.0};
   v.inter = LinkCost{10.0, 1000.0};
+  // The ring on two rails, as these bounds were set (its 8 rings per rail
+  // would cut its network time by 4 more).
+  setRings(&v, 2);
   CollArgs a = args(CollKind::kAllReduce, 0, 64, 16384, 4);
   EXPECT_LT(rabenseifnerCost(a, v), ringCost(a, v));
   a.count = 1 << 26;  // bandwidth-bound: within 25% of the ring
