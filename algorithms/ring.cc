@@ -259,7 +259,11 @@ double ringCost(const CollArgs& a, const CommView& v) {
     case CollKind::kAllReduce: {
       double perRing = bytes / rings;
       double rounds = cost::chunks(v, perRing / n);
-      return 2 * (n - 1) * rounds * (cost::latency(v, l) + 2 * cost::overhead(v, l)) +
+      // Each chunk's value travels 2(n-1) hops; a rank handles only the
+      // steps whose block is not empty (fewer elements than ranks: most are).
+      double elems = static_cast<double>(a.count) / rings;
+      double busy = std::min(1.0, elems / n);
+      return 2 * (n - 1) * rounds * (cost::latency(v, l) + 2 * busy * cost::overhead(v, l)) +
              wireTime(v, l, 2 * f * bytes, parallel) + cost::reduce(v, f * bytes);
     }
     case CollKind::kReduceScatter:

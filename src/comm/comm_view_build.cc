@@ -43,7 +43,7 @@ constexpr double kDefaultNetLatencyUs = 20;
 // CPU per message and end: a slot handoff through shared memory; a network
 // request (system calls on sockets). Measured on Ferry's development machine.
 constexpr double kShmOverheadUs = 0.3;
-constexpr double kNetOverheadUs = 3.0;
+constexpr double kNetOverheadUs = 5.0;
 
 // The rank's NIC: its GPU rail's NIC when the topology has GPUs (device
 // index = local rank), else the network device it sends on.
