@@ -40,6 +40,18 @@ void applyExternal(const CollArgs& a, ExternalTuner* external, Choice* choice) {
              p.value()->name, collName(a.kind), choice->algo->name);
 }
 
+// Bytes of the larger of a rank's two buffers.
+double callBytes(const CollArgs& a) {
+  double block = static_cast<double>(a.count) * a.elemSize;
+  switch (a.kind) {
+    case CollKind::kAllGather: case CollKind::kReduceScatter: case CollKind::kAllToAll:
+    case CollKind::kGather: case CollKind::kScatter:
+      return block * a.nranks;
+    default:
+      return block;
+  }
+}
+
 }  // namespace
 
 Result<Choice> chooseAlgorithm(const CollArgs& a, const CommView& v, const CollFilter& filter,
@@ -50,9 +62,10 @@ Result<Choice> chooseAlgorithm(const CollArgs& a, const CommView& v, const CollF
   // cost formula that looks at the caller's own host cannot split the choice.
   CollArgs canon = a;
   canon.rank = 0;
+  CommView sized = v.atSize(callBytes(a));
   for (const Algorithm& alg : algorithmRegistry()) {
     if (!alg.supports(a, v)) continue;
-    choice.table.push_back(Candidate{&alg, alg.cost(canon, v), filter.allows(a.kind, alg.name)});
+    choice.table.push_back(Candidate{&alg, alg.cost(canon, sized), filter.allows(a.kind, alg.name)});
   }
   if (choice.table.empty()) return internalError(std::string("no algorithm supports ") + collName(a.kind));
   const Candidate* best = cheapest(choice.table, true);

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
@@ -85,14 +87,26 @@ std::string hostName() {
 
 }  // namespace
 
-HostCalibration measureCalibration(bool pingPong) {
-  constexpr size_t kBytes = 4 << 20;
-  std::vector<float> a(kBytes / 4, 1.0f), b(kBytes / 4, 2.0f), c(kBytes / 4);
-  HostCalibration cal;
-  cal.memcpyBytesPerUs = bestBytesPerUs(kBytes, [&] { memcpy(c.data(), a.data(), kBytes); });
-  cal.reduceBytesPerUs = bestBytesPerUs(kBytes, [&] {
-    kernels::reduce(c.data(), a.data(), b.data(), a.size(), kernels::DType::kFloat32, kernels::Op::kSum);
+// memcpy and float-sum speed on `bytes`; `reps` passes per timing so small
+// sizes are timed over more than a microsecond.
+std::pair<double, double> copyAndReduce(size_t bytes, int reps) {
+  std::vector<float> a(bytes / 4, 1.0f), b(bytes / 4, 2.0f), c(bytes / 4);
+  double copy = bestBytesPerUs(bytes * reps, [&] {
+    for (int i = 0; i < reps; ++i) memcpy(c.data(), a.data(), bytes);
   });
+  double red = bestBytesPerUs(bytes * reps, [&] {
+    for (int i = 0; i < reps; ++i)
+      kernels::reduce(c.data(), a.data(), b.data(), a.size(), kernels::DType::kFloat32, kernels::Op::kSum);
+  });
+  return {copy, red};
+}
+
+HostCalibration measureCalibration(bool pingPong) {
+  HostCalibration cal;
+  std::tie(cal.memcpyBytesPerUs, cal.reduceBytesPerUs) = copyAndReduce(4 << 20, 1);
+  std::tie(cal.cachedMemcpyBytesPerUs, cal.cachedReduceBytesPerUs) = copyAndReduce(256 << 10, 16);
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  cal.cacheBytes = l2 > 0 ? double(l2) : double(1 << 20);
   cal.stepLatencyUs = pingPong ? pingPongUs() : 0;
   cal.source = "measured";
   return cal;
@@ -123,7 +137,8 @@ Status writeCalibration(const std::string& path, const HostCalibration& c) {
     std::ofstream f(tmp);
     f << "# Ferry intra-host calibration (ferry-topo --calibrate rewrites it)\n"
       << "memcpy_mbs " << c.memcpyBytesPerUs << "\nreduce_mbs " << c.reduceBytesPerUs
-      << "\nstep_latency_us " << c.stepLatencyUs << "\n";
+      << "\nstep_latency_us " << c.stepLatencyUs << "\ncached_memcpy_mbs " << c.cachedMemcpyBytesPerUs
+      << "\ncached_reduce_mbs " << c.cachedReduceBytesPerUs << "\ncache_bytes " << c.cacheBytes << "\n";
     if (!f) return systemError("cannot write calibration file " + tmp);
   }
   if (rename(tmp.c_str(), path.c_str()) != 0) {
@@ -148,9 +163,14 @@ Result<HostCalibration> readCalibration(const std::string& path) {
     if (key == "memcpy_mbs") c.memcpyBytesPerUs = value;
     else if (key == "reduce_mbs") c.reduceBytesPerUs = value;
     else if (key == "step_latency_us") c.stepLatencyUs = value;
+    else if (key == "cached_memcpy_mbs") c.cachedMemcpyBytesPerUs = value;
+    else if (key == "cached_reduce_mbs") c.cachedReduceBytesPerUs = value;
+    else if (key == "cache_bytes") c.cacheBytes = value;
   }
-  if (c.memcpyBytesPerUs <= 0 || c.reduceBytesPerUs <= 0)
-    return invalidArgument(path + ": memcpy_mbs and reduce_mbs must be positive");
+  if (c.memcpyBytesPerUs <= 0 || c.reduceBytesPerUs <= 0 || c.cachedMemcpyBytesPerUs <= 0 ||
+      c.cachedReduceBytesPerUs <= 0 || c.cacheBytes <= 0)
+    return invalidArgument(path + ": memcpy_mbs, reduce_mbs, cached_memcpy_mbs, cached_reduce_mbs "
+                           "and cache_bytes must be positive (rewrite it: ferry-topo --calibrate)");
   c.source = "file " + path;
   return c;
 }

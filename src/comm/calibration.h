@@ -1,8 +1,8 @@
 // Intra-host calibration: the speeds the cost model assumes for copies and
 // reductions on this machine, and for one step between two of its ranks.
 //
-// Measured at first use in a process (about 10 ms: a 4 MiB memcpy and a
-// float sum, best of three) unless a cached file holds them; the first
+// Measured at first use in a process (about 10 ms: a 4 MiB and a 256 KiB
+// memcpy and float sum, best of three) unless a cached file holds them; the first
 // process that measures writes the file, so later processes only read it.
 // The file is FERRY_CALIBRATION_FILE, by default
 // $XDG_CACHE_HOME/ferry/calibration-<hostname>.txt (else ~/.cache/ferry/...);
@@ -22,6 +22,11 @@ struct HostCalibration {
   double memcpyBytesPerUs = 0;  // one core copying (MB/s)
   double reduceBytesPerUs = 0;  // one core summing floats, bytes of output per us
   double stepLatencyUs = 0;     // a handoff between two ranks through shared memory
+  // The same two speeds on data that fits in a core's cache (256 KiB), and
+  // that cache's size: small messages move several times faster.
+  double cachedMemcpyBytesPerUs = 0;
+  double cachedReduceBytesPerUs = 0;
+  double cacheBytes = 0;
   std::string source;           // "measured", "file <path>", "defaults"
 };
 

@@ -34,6 +34,9 @@ struct ViewInfo {
   float memcpyBytesPerUs = 0;
   float reduceBytesPerUs = 0;
   float stepLatencyUs = 0;
+  float cachedMemcpyBytesPerUs = 0;
+  float cachedReduceBytesPerUs = 0;
+  float cacheBytes = 0;
   uint64_t fifoBytes = 0;   // smallest connection FIFO of this rank's transports (0: none)
   char nic[48] = {};        // the NIC of this rank's rail
 };
@@ -73,6 +76,9 @@ ViewInfo myInfo(const std::vector<std::unique_ptr<Transport>>& transports, uint6
   me.memcpyBytesPerUs = static_cast<float>(cal.memcpyBytesPerUs);
   me.reduceBytesPerUs = static_cast<float>(cal.reduceBytesPerUs);
   me.stepLatencyUs = static_cast<float>(cal.stepLatencyUs);
+  me.cachedMemcpyBytesPerUs = static_cast<float>(cal.cachedMemcpyBytesPerUs);
+  me.cachedReduceBytesPerUs = static_cast<float>(cal.cachedReduceBytesPerUs);
+  me.cacheBytes = static_cast<float>(cal.cacheBytes);
   return me;
 }
 
@@ -138,11 +144,15 @@ Status Comm::buildView() {
   CommView v = makeView(hostOf, chunkBytes(all), false);
 
   v.nRails = 1;
+  double cachedCopy = 1e30, cachedReduce = 1e30, cache = 1e30;
   double memcpy = 1e30, reduce = 1e30, step = 0, mbps = 1e30, netLat = 0;
   bool netKnown = false;
   for (const auto& host : v.hostRanks) {
     const ViewInfo& first = all[host[0]];
     memcpy = std::min<double>(memcpy, first.memcpyBytesPerUs);
+    cachedCopy = std::min<double>(cachedCopy, first.cachedMemcpyBytesPerUs);
+    cachedReduce = std::min<double>(cachedReduce, first.cachedReduceBytesPerUs);
+    cache = std::min<double>(cache, first.cacheBytes);
     reduce = std::min<double>(reduce, first.reduceBytesPerUs);
     step = std::max<double>(step, first.stepLatencyUs);
   }
@@ -165,6 +175,9 @@ Status Comm::buildView() {
   v.inter = LinkCost{netLat > 0 ? netLat : kDefaultNetLatencyUs,
                      (netKnown ? mbps : kDefaultNetMbps) / 8.0, kNetOverheadUs};
   v.reduceBytesPerUs = reduce;
+  v.cachedCopyBytesPerUs = cachedCopy;
+  v.cachedReduceBytesPerUs = cachedReduce;
+  v.cacheBytes = cache;
   // The direct reduce-scatter/all-gather reads peers' memory and makes each
   // rank wait for all others twice a round: only with a core per rank.
   v.allLocal = v.nHosts() == 1 && nranks_ > 1 && !config::getBool(config::Param::kShmDisable) &&
