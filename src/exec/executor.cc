@@ -84,8 +84,9 @@ Status Executor::commitSlot(int peer, Connection* c, size_t payloadBytes) {
   return c->commitSend(payloadBytes + extra);
 }
 
-std::vector<int> Executor::activePeers() const {
-  std::vector<int> peers;
+const std::vector<int>& Executor::activePeers() const {
+  std::vector<int>& peers = active_;
+  peers.clear();
   for (size_t i = 0; i < lanes_.size(); ++i) {
     const Lane& l = schedule_.lanes[i];
     if (lanes_[i].step >= l.steps.size()) continue;

@@ -78,8 +78,10 @@ class Executor {
   // Make all progress possible now. *progressed tells whether anything moved.
   Status progress(bool* progressed);
   bool done() const { return done_; }
-  // Peers this executor still waits on (for liveness checks).
-  std::vector<int> activePeers() const;
+  // Peers this executor still waits on (for liveness checks). The list is
+  // rebuilt in a member on each call (no allocation in the wait loop) and
+  // stays valid until the next call.
+  const std::vector<int>& activePeers() const;
   const Schedule& schedule() const { return schedule_; }
 
  private:
@@ -142,6 +144,7 @@ class Executor {
   OpInfo lastInfo_;                  // the call the descriptors were built for
   bool armed_ = false;
   std::set<Connection*> refConns_;   // connections we sent references on
+  mutable std::vector<int> active_;  // activePeers()' result
   std::vector<char> temp_;
   std::vector<char> scratch_;        // Schedule::scratchBytes
   int self_ = -1;                    // this rank (for messages)
