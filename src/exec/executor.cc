@@ -6,6 +6,25 @@
 #include "core/log.h"
 
 namespace ferry {
+namespace {
+
+// dst = dst2 = src in one pass over src: block by block, so the second copy
+// reads what the first just wrote from L1 instead of the whole piece again
+// from farther away (src is a FIFO slot another core wrote). dst2 may be null.
+void copyTwice(char* dst, char* dst2, const char* src, size_t bytes) {
+  constexpr size_t kBlock = 8192;
+  if (!dst2) {
+    if (dst != src) std::memcpy(dst, src, bytes);
+    return;
+  }
+  for (size_t off = 0; off < bytes; off += kBlock) {
+    size_t n = std::min(kBlock, bytes - off);
+    std::memcpy(dst + off, src + off, n);
+    std::memcpy(dst2 + off, dst + off, n);
+  }
+}
+
+}  // namespace
 
 Executor::Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSize,
                    ReduceSpec reduce, ExecOptions options)
@@ -355,14 +374,15 @@ Status Executor::doCopySend(LaneState& st, const Step& s, bool* progressed) {
     }
     char* dst = ptr(s.dst) + st.sendOff;
     FERRY_ASSIGN(const char* in, pieceData(st, rc, k, dst));
-    if (in != dst) std::memcpy(dst, in, k);
     if (byRef) {
+      if (in != dst) std::memcpy(dst, in, k);
       bool accepted = false;
       FERRY_TRY(sc->sendRef(dst, k, &accepted));
       if (!accepted) return internalError("send slot vanished while forwarding");
       refConns_.insert(sc);
     } else {
-      std::memcpy(sdata, dst, k);
+      copyTwice(dst, in != dst ? sdata : nullptr, in, k);
+      if (in == dst) std::memcpy(sdata, dst, k);
       FERRY_TRY(commitSlot(s.sendPeer, sc, k));
     }
     FERRY_TRY(consume(st, rc, k));
