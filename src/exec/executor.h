@@ -8,7 +8,7 @@
 // work on different pieces of the same step at the same time (pipelining).
 //
 // Zero-copy: a piece taken from stable user memory (a plain send, or data we
-// just received and forward) can travel as a reference that the peer reads
+// just received as a reference and forward) can travel as a reference that the peer reads
 // with cross-memory attach; the executor then waits, before it reports done,
 // until every such peer has consumed its pieces.
 #pragma once
@@ -108,6 +108,7 @@ class Executor {
   char* payload(int peer, const SendSlot& slot, size_t* capacity);
   Status commitSlot(int peer, Connection* c, size_t payloadBytes);
   bool mayRef(int peer) const { return !check_[peer].sendPending; }
+  bool forwardsRef(const LaneState& st, int peer, Connection* c, size_t k);
   // Receive side: verify and skip the peer's descriptor in a new piece.
   Status takeDescriptor(LaneState& st, int peer);
   Status advanceLane(size_t lane, bool* progressed);
