@@ -8,7 +8,7 @@
 // work on different pieces of the same step at the same time (pipelining).
 //
 // Zero-copy: a piece taken from stable user memory (a plain send, or data we
-// just received and forward) can travel as a reference that the peer reads
+// just received as a reference and forward) can travel as a reference that the peer reads
 // with cross-memory attach; the executor then waits, before it reports done,
 // until every such peer has consumed its pieces.
 #pragma once
@@ -78,8 +78,10 @@ class Executor {
   // Make all progress possible now. *progressed tells whether anything moved.
   Status progress(bool* progressed);
   bool done() const { return done_; }
-  // Peers this executor still waits on (for liveness checks).
-  std::vector<int> activePeers() const;
+  // Peers this executor still waits on (for liveness checks). The list is
+  // rebuilt in a member on each call (no allocation in the wait loop) and
+  // stays valid until the next call.
+  const std::vector<int>& activePeers() const;
   const Schedule& schedule() const { return schedule_; }
 
  private:
@@ -106,6 +108,7 @@ class Executor {
   char* payload(int peer, const SendSlot& slot, size_t* capacity);
   Status commitSlot(int peer, Connection* c, size_t payloadBytes);
   bool mayRef(int peer) const { return !check_[peer].sendPending; }
+  bool forwardsRef(const LaneState& st, int peer, Connection* c, size_t k);
   // Receive side: verify and skip the peer's descriptor in a new piece.
   Status takeDescriptor(LaneState& st, int peer);
   Status advanceLane(size_t lane, bool* progressed);
@@ -142,6 +145,7 @@ class Executor {
   OpInfo lastInfo_;                  // the call the descriptors were built for
   bool armed_ = false;
   std::set<Connection*> refConns_;   // connections we sent references on
+  mutable std::vector<int> active_;  // activePeers()' result
   std::vector<char> temp_;
   std::vector<char> scratch_;        // Schedule::scratchBytes
   int self_ = -1;                    // this rank (for messages)
