@@ -37,6 +37,10 @@ inline double transfer(const CommView& v, const LinkCost& l, double bytes) {
 // CPU time one message costs each of its ends (posting, matching, calls).
 inline double overhead(const CommView& v, const LinkCost& l) { return l.overheadUs * share(v); }
 
+// The start of a step in which a rank sends one message and receives one:
+// the wait, and handling both messages.
+inline double exchange(const CommView& v, const LinkCost& l) { return latency(v, l) + 2 * overhead(v, l); }
+
 // One step: wait for the peer, handle the message, move its bytes.
 inline double hop(const CommView& v, const LinkCost& l, double bytes) {
   return latency(v, l) + overhead(v, l) + transfer(v, l, bytes);

@@ -36,8 +36,10 @@ StepLoad stepLoad(const CommView& v, int ranks, Partner partner) {
   return StepLoad{&v.inter, load / nics};
 }
 
-// Latency of the step (paid once per dependent message).
-inline double stepLatency(const CommView& v, const StepLoad& s) { return latency(v, *s.link); }
+// Start-up of the step, paid once per dependent message: the wait for the
+// partner and the handling of one message each way (as recursive doubling's
+// round in recursive_doubling.cc).
+inline double stepLatency(const CommView& v, const StepLoad& s) { return exchange(v, *s.link); }
 
 // Wire time of `bytes` sent by each rank in the step.
 inline double stepTransfer(const CommView& v, const StepLoad& s, double bytes) {

@@ -204,7 +204,9 @@ Schedule hierSchedule(const CollArgs& a, const CommView& v) {
 
 // Phases run one after the other on one lane, so their times add up. L ranks
 // of a host cross the network at once through min(L, nRails) NICs; the
-// intra-host rings pay one intra-host wait per step, H rings per phase.
+// intra-host rings pay one intra-host wait per step, H rings per phase. A
+// wait here is a whole exchange start (cost::exchange: the wait and one
+// message each way).
 // AllReduce (B bytes, R rounds of L x H chunks):
 //   2 R H (L-1) intra waits + 2 R (H-1) inter waits
 //   + 2 (L-1)/L B over intra + 2 (H-1)/H B / min(L, nRails) over the network
@@ -216,7 +218,7 @@ double hierCost(const CollArgs& a, const CommView& v) {
   double L = static_cast<double>(v.hostRanks[0].size()), H = v.nHosts();
   double nics = std::max(1.0, std::min(L, static_cast<double>(v.nRails)));
   double b = static_cast<double>(a.count * a.elemSize);
-  double li = cost::latency(v, v.intra), ln = cost::latency(v, v.inter);
+  double li = cost::exchange(v, v.intra), ln = cost::exchange(v, v.inter);
   if (a.kind == CollKind::kAllReduce) {
     double rounds = cost::chunks(v, b / (L * H));
     return 2 * rounds * H * (L - 1) * li + 2 * rounds * (H - 1) * ln +

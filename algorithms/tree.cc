@@ -183,7 +183,9 @@ double treeCost(const CollArgs& a, const CommView& v) {
   double half = std::ceil(static_cast<double>(a.count) / 2) * a.elemSize;
   double k = cost::chunks(v, half), piece = half / k;
   const LinkCost& l = v.slowest();
-  double unit = cost::latency(v, l) + cost::transfer(v, l, sends * piece) + cost::reduce(v, folds * piece);
+  // A unit: the wait, then the busiest rank handles and moves its messages.
+  double unit = cost::latency(v, l) + sends * cost::overhead(v, l) + cost::transfer(v, l, sends * piece) +
+                cost::reduce(v, folds * piece);
   return (k + 2 * height) * unit;
 }
 

@@ -1,15 +1,15 @@
 // Intra-host calibration: the speeds the cost model assumes for copies and
 // reductions on this machine, and for one step between two of its ranks.
 //
-// Measured at first use in a process (about 10 ms: a 4 MiB and a 256 KiB
-// memcpy and float sum, best of three) unless a cached file holds them; the first
-// process that measures writes the file, so later processes only read it.
-// The file is FERRY_CALIBRATION_FILE, by default
-// $XDG_CACHE_HOME/ferry/calibration-<hostname>.txt (else ~/.cache/ferry/...);
-// 'none' disables it. `ferry-topo --calibrate` measures again (including a
-// shared-memory ping-pong between two processes for the step latency, which a
-// single process cannot measure) and rewrites it; deleting it also refreshes.
-// FERRY_INTRA_LAT_NS / FERRY_INTRA_BW_MBS override the figures.
+// Measured at first use in a process (about 20 ms: a 4 MiB and a 256 KiB
+// memcpy and float sum, best of three; a ping-pong of a shared flag between
+// two threads on two cores, best of five batches) unless a
+// cached file holds them; the first process that measures writes the file,
+// so later processes only read it. The file is FERRY_CALIBRATION_FILE, by
+// default $XDG_CACHE_HOME/ferry/calibration-<hostname>.txt (else
+// ~/.cache/ferry/...); 'none' disables it. `ferry-topo --calibrate` measures
+// again and rewrites it; deleting it also refreshes. FERRY_INTRA_LAT_NS /
+// FERRY_INTRA_BW_MBS override the figures.
 #pragma once
 
 #include <string>
@@ -33,9 +33,8 @@ struct HostCalibration {
 // The process's calibration (cached after the first call; thread-safe).
 const HostCalibration& hostCalibration();
 
-// Measure now, in this process (no file involved); `pingPong` adds the
-// two-process step latency measurement (forks; tools only).
-HostCalibration measureCalibration(bool pingPong);
+// Measure now, in this process (no file involved).
+HostCalibration measureCalibration();
 
 // The cache file's path ("" when disabled).
 std::string calibrationPath();

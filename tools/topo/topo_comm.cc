@@ -156,7 +156,7 @@ int runComm(int nranks, bool json) {
 }
 
 int runCalibrate() {
-  HostCalibration c = measureCalibration(true);
+  HostCalibration c = measureCalibration();
   std::string path = calibrationPath();
   if (path.empty()) {
     std::printf("FERRY_CALIBRATION_FILE=none: nothing written\nmemcpy_mbs %g\nreduce_mbs %g\n"
