@@ -30,6 +30,7 @@
 
 #include "algorithms/builders.h"
 #include "algorithms/cost_model.h"
+#include "algorithms/exchange_cost.h"
 
 namespace ferry {
 namespace {
@@ -143,7 +144,8 @@ bool recursiveDoublingSupports(const CollArgs& a, const CommView&) {
 
 // log2(m) exchanges of the whole (chunk of the) message, plus one exchange
 // before and after with the ranks beyond the largest power of two m. A round
-// crosses hosts when any rank's partner is on another host.
+// crosses hosts when any rank's partner is on another host, and then a
+// host's ranks whose partners are elsewhere share its NICs (exchange_cost.h).
 double recursiveDoublingCost(const CollArgs& a, const CommView& v) {
   int n = a.nranks;
   double bytes = static_cast<double>(a.count * a.elemSize);
@@ -152,21 +154,14 @@ double recursiveDoublingCost(const CollArgs& a, const CommView& v) {
   while (m * 2 <= n) m *= 2;
   double k = cost::chunks(v, bytes);
   double piece = bytes / k, perChunk = 0;
-  // A round sends and receives one message: one wait, two overheads.
-  auto round = [&](const LinkCost& l) {
-    perChunk += cost::hop(v, l, piece) + cost::overhead(v, l) + cost::reduce(v, piece);
-  };
   for (int d = 1; d < m; d *= 2) {
-    bool crosses = false;
-    for (int r = 0; r < m && !crosses; ++r) crosses = !v.sameHost(r, r ^ d);
-    round(crosses ? v.inter : v.intra);
+    cost::StepLoad s = cost::stepLoad(v, m, [d](int r) { return r ^ d; });
+    perChunk += cost::stepLatency(v, s) + cost::stepTransfer(v, s, piece) + cost::reduce(v, piece);
   }
   if (m < n) {
-    bool crosses = false;
-    for (int r = m; r < n && !crosses; ++r) crosses = !v.sameHost(r, r - m);
-    const LinkCost& l = crosses ? v.inter : v.intra;
-    round(l);
-    perChunk += cost::hop(v, l, piece);
+    // Fold in (reduced) and fold out: one message each way.
+    cost::StepLoad s = cost::stepLoad(v, n, [m](int r) { return r >= m ? r - m : -1; });
+    perChunk += 2 * (cost::stepLatency(v, s) + cost::stepTransfer(v, s, piece)) + cost::reduce(v, piece);
   }
   return k * perChunk;
 }

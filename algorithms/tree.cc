@@ -39,6 +39,7 @@
 #include <array>
 #include <numeric>
 #include <tuple>
+#include <vector>
 
 #include "algorithms/builders.h"
 #include "algorithms/cost_model.h"
@@ -160,33 +161,55 @@ Schedule treeSchedule(const CollArgs& a, const CommView& v) {
 
 bool treeSupports(const CollArgs& a, const CommView&) { return a.kind == CollKind::kAllReduce; }
 
-// (K + 2H) time units (timing above): K chunks per tree follow each other
-// one unit apart, and the last one needs H units up and H down. A unit is
-// one wait on the slowest level crossed plus what the busiest rank moves in
-// it: its sends over both trees (one up, one per child; receives overlap
-// them) and the reductions of what its children sent.
+// The first piece of a tree climbs its longest path to the root, being
+// reduced at every level, and comes back down: each hop costs its own level
+// (a host's chain hops are shared memory, only the edges between hosts are
+// network). The other K-1 pieces follow one stage apart, a stage being the
+// work on one piece of both trees of the busiest host's NICs (every tree
+// edge leaving a host carries a piece out of it, up or down) and of the
+// busiest rank's CPU (handling its messages, copying the intra-host ones,
+// reducing what its children sent).
 double treeCost(const CollArgs& a, const CommView& v) {
   double bytes = static_cast<double>(a.count * a.elemSize);
   if (a.nranks == 1) return cost::transfer(v, v.self, bytes);
   std::array<RankTree, 2> trees{hostDoubleTree(v, 0), hostDoubleTree(v, 1)};
-  int height = std::max(trees[0].height, trees[1].height);
-  int sends = 0, folds = 0;
-  for (int r = 0; r < a.nranks; ++r) {
-    int s = 0, f = 0;
-    for (const RankTree& t : trees) {
-      f += static_cast<int>(t.children[r].size());
-      s += static_cast<int>(t.children[r].size()) + (t.parent[r] >= 0 ? 1 : 0);
-    }
-    sends = std::max(sends, s);
-    folds = std::max(folds, f);
-  }
   double half = std::ceil(static_cast<double>(a.count) / 2) * a.elemSize;
   double k = cost::chunks(v, half), piece = half / k;
-  const LinkCost& l = v.slowest();
-  // A unit: the wait, then the busiest rank handles and moves its messages.
-  double unit = cost::latency(v, l) + sends * cost::overhead(v, l) + cost::transfer(v, l, sends * piece) +
-                cost::reduce(v, folds * piece);
-  return (k + 2 * height) * unit;
+  auto link = [&](int x, int y) -> const LinkCost& { return v.sameHost(x, y) ? v.intra : v.inter; };
+  double path = 0;
+  std::vector<double> cpu(a.nranks, 0.0);
+  std::vector<int> outOfHost(v.nHosts(), 0), crossers(v.nHosts(), 0);
+  std::vector<bool> crosses(a.nranks, false);
+  for (const RankTree& t : trees) {
+    for (int r = 0; r < a.nranks; ++r) {
+      double up = 0, down = 0;
+      for (int x = r; t.parent[x] >= 0; x = t.parent[x]) {
+        const LinkCost& l = link(x, t.parent[x]);
+        double hop = cost::exchange(v, l) + cost::transfer(v, l, piece);  // handled at both ends
+        up += hop + cost::reduce(v, piece);
+        down += hop;
+      }
+      path = std::max(path, up + down);
+      std::vector<int> peers = t.children[r];
+      if (t.parent[r] >= 0) peers.push_back(t.parent[r]);
+      for (int p : peers) {
+        const LinkCost& l = link(r, p);
+        cpu[r] += 2 * cost::overhead(v, l);  // a piece each way
+        if (&l == &v.intra) cpu[r] += cost::transfer(v, l, piece);
+        else outOfHost[v.hostOf[r]]++, crosses[r] = true;
+      }
+      cpu[r] += cost::reduce(v, t.children[r].size() * piece);
+    }
+  }
+  for (int r = 0; r < a.nranks; ++r) crossers[v.hostOf[r]] += crosses[r] ? 1 : 0;
+  double nic = 0;
+  for (int h = 0; h < v.nHosts(); ++h) {
+    double nics = std::max(1, std::min(crossers[h], v.nRails));
+    nic = std::max(nic, cost::transfer(v, v.inter, outOfHost[h] * piece / nics));
+  }
+  // Added, not overlapped, as everywhere in the model: a socket network's
+  // copies are CPU work too.
+  return path + (k - 1) * (*std::max_element(cpu.begin(), cpu.end()) + nic);
 }
 
 }  // namespace ferry

@@ -16,26 +16,15 @@
 namespace ferry::mp {
 namespace {
 
-const std::string& logDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/ferry-hier-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+const std::string& logDir() { return testLogDir("hier"); }
 
 struct Counts {
   std::vector<size_t> allReduce, perRank;  // perRank: AllGather / ReduceScatter block
 };
 
 int body(const Rank& me, bool withAllReduce, const Counts& counts) {
-  const RedCase cases[] = {{ncclInt32, TestOp::kSum, me.nranks},
-                           {ncclInt32, TestOp::kAvg, me.nranks},
-                           {ncclFloat32, TestOp::kMax, me.nranks},
-                           {ncclBfloat16, TestOp::kSum, me.nranks},
-                           {ncclFloat16, TestOp::kPreMulSum, me.nranks}};
   for (bool inPlace : {false, true}) {
-    for (const RedCase& c : cases) {
+    for (const RedCase& c : standardReductions(me.nranks)) {
       if (withAllReduce)
         for (size_t n : counts.allReduce) MP_TRY(caseAllReduce(me, c, n, inPlace));
       for (size_t n : counts.perRank) MP_TRY(caseReduceScatter(me, c, n, inPlace));

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 namespace ferry::mp {
 namespace {
@@ -215,6 +216,14 @@ bool redCaseExact(const RedCase& c) {
   return !(c.op == TestOp::kAvg && dtypeFloat(c.dt) && !isPow2(c.nranks));
 }
 
+std::vector<RedCase> standardReductions(int nranks) {
+  return {{ncclInt32, TestOp::kSum, nranks},
+          {ncclInt32, TestOp::kAvg, nranks},
+          {ncclFloat32, TestOp::kMax, nranks},
+          {ncclBfloat16, TestOp::kSum, nranks},
+          {ncclFloat16, TestOp::kPreMulSum, nranks}};
+}
+
 double redInput(const RedCase& c, int rank, size_t i) {
   switch (c.op) {
     case TestOp::kSum: return boundedSumInput(c, 1, rank, i);
@@ -352,18 +361,39 @@ int logFilesWith(const std::string& dir, const std::string& tag, const std::stri
   return hits;
 }
 
-RunOptions pairedNodesOptions(const std::string& dir, const std::string& tag, Env env, int nranks,
-                              int timeoutSec) {
+const std::string& testLogDir(const std::string& name) {
+  static std::map<std::string, std::string> dirs;
+  auto it = dirs.find(name);
+  if (it == dirs.end()) {
+    std::string tmpl = "/tmp/ferry-" + name + "-XXXXXX";
+    const char* made = mkdtemp(tmpl.data());
+    it = dirs.emplace(name, made ? made : "/tmp").first;
+  }
+  return it->second;
+}
+
+RunOptions loggedOptions(const std::string& dir, const std::string& tag, const std::string& subsys, Env env,
+                         int timeoutSec) {
   RunOptions o;
   o.timeoutSec = timeoutSec;
-  o.env = std::move(env);
   o.env["FERRY_TIMEOUT_MS"] = "20000";
-  o.env["FERRY_NET_SLOT_BYTES"] = "65536";
   o.env["NCCL_DEBUG"] = "INFO";
-  o.env["NCCL_DEBUG_SUBSYS"] = "INIT,NET";
+  o.env["NCCL_DEBUG_SUBSYS"] = subsys;
   o.env["NCCL_DEBUG_FILE"] = dir + "/" + tag + ".%p";
-  o.rankEnv.resize(nranks);
-  for (int r = 0; r < nranks; ++r) o.rankEnv[r]["NCCL_HOSTID"] = tag + "-node-" + std::to_string(r / 2);
+  for (auto& [k, v] : env) o.env[k] = v;
+  return o;
+}
+
+void onSimulatedNodes(RunOptions* o, const std::string& tag, int nranks, const std::function<int(int)>& hostOf) {
+  o->rankEnv.resize(nranks);
+  for (int r = 0; r < nranks; ++r) o->rankEnv[r]["NCCL_HOSTID"] = tag + "-node-" + std::to_string(hostOf(r));
+}
+
+RunOptions pairedNodesOptions(const std::string& dir, const std::string& tag, Env env, int nranks,
+                              int timeoutSec) {
+  env.emplace("FERRY_NET_SLOT_BYTES", "65536");
+  RunOptions o = loggedOptions(dir, tag, "INIT,NET", std::move(env), timeoutSec);
+  onSimulatedNodes(&o, tag, nranks, [](int r) { return r / 2; });
   return o;
 }
 

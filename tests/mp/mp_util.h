@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tests/mp/harness.h"
 
@@ -45,6 +46,9 @@ struct RedCase {
 // False when no input pattern gives an exact result (float avg with a
 // non-power-of-two rank count: NCCL premultiplies by 1/nranks).
 bool redCaseExact(const RedCase& c);
+// The reductions the forced-algorithm tests check: int32 sum and avg, float
+// max, bfloat16 sum, half premulsum (all exact on any rank count).
+std::vector<RedCase> standardReductions(int nranks);
 // Input of `rank` at element i; the reduction over ranks is exact in c.dt.
 double redInput(const RedCase& c, int rank, size_t i);
 // The exact reduction over all ranks of redInput(c, r, i).
@@ -101,6 +105,19 @@ std::string resultName(ncclResult_t r);
 // How many files <dir>/<tag>.* (per-rank NCCL_DEBUG_FILE logs) contain `text`;
 // -1 if that cannot be found out.
 int logFilesWith(const std::string& dir, const std::string& tag, const std::string& text);
+
+// A fresh directory /tmp/ferry-<name>-XXXXXX for a test binary's per-rank
+// logs, made at the first call for that name.
+const std::string& testLogDir(const std::string& name);
+
+// FERRY_TIMEOUT_MS 20 s and `subsys` logged at INFO to <dir>/<tag>.<pid>;
+// `env` adds to (and may override) these.
+RunOptions loggedOptions(const std::string& dir, const std::string& tag, const std::string& subsys, Env env,
+                         int timeoutSec);
+
+// Puts rank r of nranks on simulated node `hostOf(r)` (NCCL_HOSTID
+// <tag>-node-<hostOf(r)>): the ranks of different nodes talk over the network.
+void onSimulatedNodes(RunOptions* o, const std::string& tag, int nranks, const std::function<int(int)>& hostOf);
 
 // nranks on simulated nodes of two ranks each (NCCL_HOSTID <tag>-node-<r/2>),
 // 64 KiB network slots, FERRY_TIMEOUT_MS 20 s, INIT,NET INFO logged to

@@ -16,13 +16,7 @@
 namespace ferry::mp {
 namespace {
 
-std::string logDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/ferry-netplugin-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+const std::string& logDir() { return testLogDir("netplugin"); }
 
 int collectivesBody(int rank, int n, const ncclUniqueId& id) {
   return withComm(rank, n, id, [](const Rank& me) {

@@ -24,13 +24,7 @@ namespace {
 
 enum class Second { kTwoIds, kSplit };
 
-std::string logDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/ferry-netteardown-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+const std::string& logDir() { return testLogDir("netteardown"); }
 
 std::string lib(const char* name) { return std::string(FERRY_PLUGIN_DIR) + "/" + name; }
 

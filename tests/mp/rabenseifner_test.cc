@@ -10,28 +10,21 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "tests/mp/coll_cases.h"
 
 namespace ferry::mp {
 namespace {
 
-const std::string& logDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/ferry-rab-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+const std::string& logDir() { return testLogDir("rab"); }
 
 constexpr const char* kAlgo = "AllReduce:rabenseifner;AllGather:bruck;ReduceScatter:bruck";
 
 // AllReduce counts, then AllGather/ReduceScatter per-rank counts.
 int body(const Rank& me, std::initializer_list<size_t> arCounts, std::initializer_list<size_t> blockCounts) {
-  int n = me.nranks;
-  const RedCase cases[] = {{ncclInt32, TestOp::kSum, n},       {ncclInt32, TestOp::kAvg, n},
-                           {ncclFloat32, TestOp::kMax, n},     {ncclBfloat16, TestOp::kSum, n},
-                           {ncclFloat16, TestOp::kPreMulSum, n}, {ncclInt8, TestOp::kProd, n}};
+  std::vector<RedCase> cases = standardReductions(me.nranks);
+  cases.push_back({ncclInt8, TestOp::kProd, me.nranks});
   for (bool inPlace : {false, true}) {
     for (const RedCase& c : cases)
       for (size_t count : arCounts) MP_TRY(caseAllReduce(me, c, count, inPlace));
@@ -43,16 +36,7 @@ int body(const Rank& me, std::initializer_list<size_t> arCounts, std::initialize
   return 0;
 }
 
-RunOptions opts(const std::string& tag) {
-  RunOptions o;
-  o.timeoutSec = 120;
-  o.env["FERRY_TIMEOUT_MS"] = "20000";
-  o.env["NCCL_ALGO"] = kAlgo;
-  o.env["NCCL_DEBUG"] = "INFO";
-  o.env["NCCL_DEBUG_SUBSYS"] = "TUNING";
-  o.env["NCCL_DEBUG_FILE"] = logDir() + "/" + tag + ".%p";
-  return o;
-}
+RunOptions opts(const std::string& tag) { return loggedOptions(logDir(), tag, "TUNING", {{"NCCL_ALGO", kAlgo}}, 120); }
 
 // Every rank logged that it ran `algo` for this call shape (int32 cases).
 void expectRan(const std::string& tag, int n, const char* coll, size_t count, const char* algo) {

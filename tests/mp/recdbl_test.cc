@@ -15,35 +15,17 @@
 namespace ferry::mp {
 namespace {
 
-const std::string& logDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/ferry-recdbl-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+const std::string& logDir() { return testLogDir("recdbl"); }
 
 int body(const Rank& me, std::initializer_list<size_t> counts) {
-  const RedCase cases[] = {{ncclInt32, TestOp::kSum, me.nranks},
-                           {ncclInt32, TestOp::kAvg, me.nranks},
-                           {ncclFloat32, TestOp::kMax, me.nranks},
-                           {ncclBfloat16, TestOp::kSum, me.nranks},
-                           {ncclFloat16, TestOp::kPreMulSum, me.nranks}};
-  for (const RedCase& c : cases)
+  for (const RedCase& c : standardReductions(me.nranks))
     for (size_t count : counts)
       for (bool inPlace : {false, true}) MP_TRY(caseAllReduce(me, c, count, inPlace));
   return 0;
 }
 
 RunOptions opts(const std::string& tag) {
-  RunOptions o;
-  o.timeoutSec = 90;
-  o.env["FERRY_TIMEOUT_MS"] = "20000";
-  o.env["NCCL_ALGO"] = "recdbl";
-  o.env["NCCL_DEBUG"] = "INFO";
-  o.env["NCCL_DEBUG_SUBSYS"] = "TUNING";
-  o.env["NCCL_DEBUG_FILE"] = logDir() + "/" + tag + ".%p";
-  return o;
+  return loggedOptions(logDir(), tag, "TUNING", {{"NCCL_ALGO", "recdbl"}}, 90);
 }
 
 class MpRecdbl : public ::testing::TestWithParam<int> {};
@@ -88,8 +70,7 @@ TEST(MpRecdblNet, FiveNodesExact) {
   o.timeoutSec = 150;
   o.env["FERRY_NET_SLOT_BYTES"] = "65536";
   o.env["NCCL_DEBUG_SUBSYS"] = "TUNING,NET";
-  o.rankEnv.resize(5);
-  for (int r = 0; r < 5; ++r) o.rankEnv[r]["NCCL_HOSTID"] = "recdbl-node-" + std::to_string(r);
+  onSimulatedNodes(&o, tag, 5, [](int r) { return r; });
   RunResult res = runRanks(
       5,
       [](int rank, int nranks, const ncclUniqueId& id) {

@@ -17,20 +17,10 @@
 namespace ferry::mp {
 namespace {
 
-const std::string& logDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/ferry-rings-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+const std::string& logDir() { return testLogDir("rings"); }
 
 int reductions(const Rank& me, std::initializer_list<size_t> counts) {
-  const RedCase cases[] = {{ncclInt32, TestOp::kSum, me.nranks},
-                           {ncclInt32, TestOp::kAvg, me.nranks},
-                           {ncclFloat32, TestOp::kMax, me.nranks},
-                           {ncclFloat16, TestOp::kPreMulSum, me.nranks}};
-  for (const RedCase& c : cases)
+  for (const RedCase& c : standardReductions(me.nranks))
     for (size_t count : counts) {
       for (bool inPlace : {false, true}) {
         MP_TRY(caseAllReduce(me, c, count, inPlace));
@@ -46,17 +36,9 @@ int reductions(const Rank& me, std::initializer_list<size_t> counts) {
 // hosts x perHost ranks, rank r on host r % hosts (hosts interleave in rank
 // order, so the rings' host blocks are not rank ranges).
 RunOptions opts(const std::string& tag, int hosts, int perHost) {
-  RunOptions o;
-  o.timeoutSec = 150;
-  o.env["FERRY_TIMEOUT_MS"] = "20000";
-  o.env["FERRY_NET_SLOT_BYTES"] = "65536";
-  o.env["NCCL_ALGO"] = "ring";
-  o.env["NCCL_DEBUG"] = "INFO";
-  o.env["NCCL_DEBUG_SUBSYS"] = "INIT,TUNING";
-  o.env["NCCL_DEBUG_FILE"] = logDir() + "/" + tag + ".%p";
-  o.rankEnv.resize(hosts * perHost);
-  for (int r = 0; r < hosts * perHost; ++r)
-    o.rankEnv[r]["NCCL_HOSTID"] = tag + "-node-" + std::to_string(r % hosts);
+  RunOptions o = loggedOptions(logDir(), tag, "INIT,TUNING",
+                               {{"FERRY_NET_SLOT_BYTES", "65536"}, {"NCCL_ALGO", "ring"}}, 150);
+  onSimulatedNodes(&o, tag, hosts * perHost, [hosts](int r) { return r % hosts; });
   return o;
 }
 

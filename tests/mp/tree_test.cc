@@ -15,21 +15,10 @@
 namespace ferry::mp {
 namespace {
 
-const std::string& logDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/ferry-tree-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+const std::string& logDir() { return testLogDir("tree"); }
 
 int treeBody(const Rank& me, std::initializer_list<size_t> counts) {
-  const RedCase cases[] = {{ncclInt32, TestOp::kSum, me.nranks},
-                           {ncclInt32, TestOp::kAvg, me.nranks},
-                           {ncclFloat32, TestOp::kMax, me.nranks},
-                           {ncclBfloat16, TestOp::kSum, me.nranks},
-                           {ncclFloat16, TestOp::kPreMulSum, me.nranks}};
-  for (const RedCase& c : cases)
+  for (const RedCase& c : standardReductions(me.nranks))
     for (size_t count : counts)
       for (bool inPlace : {false, true}) MP_TRY(caseAllReduce(me, c, count, inPlace));
   return 0;
@@ -58,18 +47,13 @@ std::string ranLine(const std::string& algo) {
 }
 
 RunOptions opts(const std::string& algo, const std::string& tag) {
-  RunOptions o;
-  o.timeoutSec = 120;
-  o.env["FERRY_TIMEOUT_MS"] = "20000";
-  o.env["NCCL_ALGO"] = algo;
-  o.env["NCCL_DEBUG"] = "INFO";
-  o.env["NCCL_DEBUG_SUBSYS"] = "TUNING";
-  o.env["NCCL_DEBUG_FILE"] = logDir() + "/" + tag + ".%p";
   // chunkBytes = min(8192, FIFO / 2) - 64 = 8128: 5000 int32 is 3 chunks.
-  o.env["FERRY_CHUNK_BYTES"] = "8192";
-  o.env["FERRY_SHM_SLOT_BYTES"] = "4096";
-  o.env["FERRY_SHM_SLOTS"] = "4";
-  return o;
+  return loggedOptions(logDir(), tag, "TUNING",
+                       {{"NCCL_ALGO", algo},
+                        {"FERRY_CHUNK_BYTES", "8192"},
+                        {"FERRY_SHM_SLOT_BYTES", "4096"},
+                        {"FERRY_SHM_SLOTS", "4"}},
+                       120);
 }
 
 // Ranks per simulated host: 0 all on one host, else that many per host.
@@ -80,8 +64,7 @@ void runCase(const std::string& algo, int n, int perHost) {
     o.timeoutSec = 200;
     // Network FIFOs of 4 x 8 KiB: two chunks of the 8 KiB chunk size fit.
     o.env["FERRY_NET_SLOT_BYTES"] = "8192";
-    o.rankEnv.resize(n);
-    for (int r = 0; r < n; ++r) o.rankEnv[r]["NCCL_HOSTID"] = tag + "-node-" + std::to_string(r / perHost);
+    onSimulatedNodes(&o, tag, n, [perHost](int r) { return r / perHost; });
   }
   RunResult res = runRanks(
       n,

@@ -13,24 +13,13 @@
 namespace ferry::mp {
 namespace {
 
-const std::string& logDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/ferry-tuner-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+const std::string& logDir() { return testLogDir("tuner"); }
 
 RunOptions opts(const std::string& tag) {
-  RunOptions o;
-  o.timeoutSec = 90;
-  o.env["FERRY_TIMEOUT_MS"] = "20000";
-  o.env["NCCL_TUNER_PLUGIN"] = std::string(FERRY_PLUGIN_DIR) + "/libnccl-tuner-ferryexample.so";
-  o.env["FERRY_EXAMPLE_TUNER_RING_ABOVE"] = std::to_string(1 << 20);
-  o.env["NCCL_DEBUG"] = "INFO";
-  o.env["NCCL_DEBUG_SUBSYS"] = "TUNING";
-  o.env["NCCL_DEBUG_FILE"] = logDir() + "/" + tag + ".%p";
-  return o;
+  return loggedOptions(logDir(), tag, "TUNING",
+                       {{"NCCL_TUNER_PLUGIN", std::string(FERRY_PLUGIN_DIR) + "/libnccl-tuner-ferryexample.so"},
+                        {"FERRY_EXAMPLE_TUNER_RING_ABOVE", std::to_string(1 << 20)}},
+                       90);
 }
 
 // 1000 int32 (4 KB) and 300000 int32 (1.2 MB), sum and max, in place and out.
