@@ -169,47 +169,80 @@ bool treeSupports(const CollArgs& a, const CommView&) { return a.kind == CollKin
 // edge leaving a host carries a piece out of it, up or down) and of the
 // busiest rank's CPU (handling its messages, copying the intra-host ones,
 // reducing what its children sent).
+namespace {
+
+// What both trees put on each rank's CPU and each host's NICs per piece.
+struct TreeLoad {
+  std::vector<double> cpu;       // per rank: handling, intra-host copies, reductions
+  std::vector<int> outOfHost;    // per host: pieces leaving it (one per crossing edge end)
+  std::vector<int> crossers;     // per host: ranks with an edge to another host
+  std::vector<int> treesLeaving; // per host: trees with an edge leaving it
+};
+
+TreeLoad treeLoad(const std::array<RankTree, 2>& trees, const CommView& v, double piece) {
+  int n = v.nranks;
+  TreeLoad L{std::vector<double>(n, 0.0), std::vector<int>(v.nHosts(), 0), std::vector<int>(v.nHosts(), 0),
+             std::vector<int>(v.nHosts(), 0)};
+  std::vector<bool> crosses(n, false);
+  for (const RankTree& t : trees) {
+    std::vector<bool> leaves(v.nHosts(), false);
+    for (int r = 0; r < n; ++r) {
+      std::vector<int> peers = t.children[r];
+      if (t.parent[r] >= 0) peers.push_back(t.parent[r]);
+      for (int p : peers) {
+        const LinkCost& l = v.sameHost(r, p) ? v.intra : v.inter;
+        L.cpu[r] += 2 * cost::overhead(v, l);  // a piece each way
+        if (&l == &v.intra) L.cpu[r] += cost::transfer(v, l, piece);
+        else L.outOfHost[v.hostOf[r]]++, crosses[r] = true, leaves[v.hostOf[r]] = true;
+      }
+      L.cpu[r] += cost::reduce(v, t.children[r].size() * piece);
+    }
+    for (int h = 0; h < v.nHosts(); ++h) L.treesLeaving[h] += leaves[h] ? 1 : 0;
+  }
+  for (int r = 0; r < n; ++r) L.crossers[v.hostOf[r]] += crosses[r] ? 1 : 0;
+  return L;
+}
+
+double nicsOf(const TreeLoad& L, const CommView& v, int h) {
+  return std::max(1, std::min(L.crossers[h], v.nRails));
+}
+
+// The first piece's trip up to the root and back down, the longest over
+// ranks and trees; both trees travel at once, sharing a host's NICs.
+double firstPiece(const std::array<RankTree, 2>& trees, const CommView& v, const TreeLoad& L, double piece) {
+  double nicShare = 1, path = 0;
+  for (int h = 0; h < v.nHosts(); ++h) nicShare = std::max(nicShare, L.treesLeaving[h] / nicsOf(L, v, h));
+  for (const RankTree& t : trees)
+    for (int r = 0; r < v.nranks; ++r) {
+      double up = 0, down = 0;
+      for (int x = r; t.parent[x] >= 0; x = t.parent[x]) {
+        bool local = v.sameHost(x, t.parent[x]);
+        const LinkCost& l = local ? v.intra : v.inter;
+        // Handled at both ends.
+        double hop = cost::exchange(v, l) + cost::transfer(v, l, local ? piece : piece * nicShare);
+        up += hop + cost::reduce(v, piece);
+        down += hop;
+      }
+      path = std::max(path, up + down);
+    }
+  return path;
+}
+
+}  // namespace
+
 double treeCost(const CollArgs& a, const CommView& v) {
   double bytes = static_cast<double>(a.count * a.elemSize);
   if (a.nranks == 1) return cost::transfer(v, v.self, bytes);
   std::array<RankTree, 2> trees{hostDoubleTree(v, 0), hostDoubleTree(v, 1)};
   double half = std::ceil(static_cast<double>(a.count) / 2) * a.elemSize;
   double k = cost::chunks(v, half), piece = half / k;
-  auto link = [&](int x, int y) -> const LinkCost& { return v.sameHost(x, y) ? v.intra : v.inter; };
-  double path = 0;
-  std::vector<double> cpu(a.nranks, 0.0);
-  std::vector<int> outOfHost(v.nHosts(), 0), crossers(v.nHosts(), 0);
-  std::vector<bool> crosses(a.nranks, false);
-  for (const RankTree& t : trees) {
-    for (int r = 0; r < a.nranks; ++r) {
-      double up = 0, down = 0;
-      for (int x = r; t.parent[x] >= 0; x = t.parent[x]) {
-        const LinkCost& l = link(x, t.parent[x]);
-        double hop = cost::exchange(v, l) + cost::transfer(v, l, piece);  // handled at both ends
-        up += hop + cost::reduce(v, piece);
-        down += hop;
-      }
-      path = std::max(path, up + down);
-      std::vector<int> peers = t.children[r];
-      if (t.parent[r] >= 0) peers.push_back(t.parent[r]);
-      for (int p : peers) {
-        const LinkCost& l = link(r, p);
-        cpu[r] += 2 * cost::overhead(v, l);  // a piece each way
-        if (&l == &v.intra) cpu[r] += cost::transfer(v, l, piece);
-        else outOfHost[v.hostOf[r]]++, crosses[r] = true;
-      }
-      cpu[r] += cost::reduce(v, t.children[r].size() * piece);
-    }
-  }
-  for (int r = 0; r < a.nranks; ++r) crossers[v.hostOf[r]] += crosses[r] ? 1 : 0;
+  TreeLoad L = treeLoad(trees, v, piece);
   double nic = 0;
-  for (int h = 0; h < v.nHosts(); ++h) {
-    double nics = std::max(1, std::min(crossers[h], v.nRails));
-    nic = std::max(nic, cost::transfer(v, v.inter, outOfHost[h] * piece / nics));
-  }
+  for (int h = 0; h < v.nHosts(); ++h)
+    nic = std::max(nic, cost::transfer(v, v.inter, L.outOfHost[h] * piece / nicsOf(L, v, h)));
   // Added, not overlapped, as everywhere in the model: a socket network's
   // copies are CPU work too.
-  return path + (k - 1) * (*std::max_element(cpu.begin(), cpu.end()) + nic);
+  return firstPiece(trees, v, L, piece) + (k - 1) * (*std::max_element(L.cpu.begin(), L.cpu.end()) + nic);
 }
 
 }  // namespace ferry
