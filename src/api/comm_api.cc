@@ -122,7 +122,7 @@ FERRY_EXPORT(ncclResult_t, ncclCommInitAll, (ncclComm_t* comm, int ndev, const i
 FERRY_EXPORT(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
              ncclConfig_t* config)) {
   return guard("ncclCommSplit", [&]() -> Status {
-    FERRY_ASSIGN(Comm * parent, readyComm(comm));
+    FERRY_ASSIGN(Comm * parent, managedComm(comm));
     FERRY_TRY(checkPtr(newcomm, "newcomm"));
     *newcomm = nullptr;
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
@@ -144,6 +144,7 @@ FERRY_EXPORT(ncclResult_t, ncclCommFinalize, (ncclComm_t comm)) {
   return guard("ncclCommFinalize", [&]() -> Status {
     FERRY_ASSIGN(Comm * c, liveComm(comm));
     if (c->finalized()) return invalidArgument("ncclCommFinalize called twice");
+    if (c->revoked()) return invalidUsage("communicator was revoked: only ncclCommDestroy, Split and Shrink may follow");
     c->joinInit();
     c->setFinalized();  // host work completes inside each call: nothing left to flush
     return Status::ok();
@@ -171,6 +172,7 @@ FERRY_EXPORT(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t
   return guard("ncclCommGetAsyncError", [&]() -> Status {
     FERRY_ASSIGN(Comm * c, liveComm(comm));
     FERRY_TRY(checkPtr(asyncError, "asyncError"));
+    c->pollBackground();
     *asyncError = c->asyncResult();
     return Status::ok();
   });

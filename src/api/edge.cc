@@ -24,6 +24,13 @@ Result<Comm*> readyComm(ncclComm_t comm) {
   return c;
 }
 
+Result<Comm*> managedComm(ncclComm_t comm) {
+  FERRY_ASSIGN(Comm * c, liveComm(comm));
+  if (c->abortFlag()->load()) return invalidUsage("communicator was aborted");
+  if (!c->ready()) return invalidUsage("communicator is still initializing (or failed to)");
+  return c;
+}
+
 Result<kernels::DType> checkType(ncclDataType_t t) {
   int v = static_cast<int>(t);
   if (v < 0 || v >= ncclNumTypes) return invalidArgument("invalid datatype " + std::to_string(v));

@@ -33,6 +33,9 @@ ncclResult_t guard(const char* fn, F&& body) {
 // A live, usable communicator, or an error naming what is wrong with it.
 Result<Comm*> liveComm(ncclComm_t comm);
 Result<Comm*> readyComm(ncclComm_t comm);
+// Live, initialised and not aborted, but maybe revoked or failed: what
+// ncclCommSplit and ncclCommShrink may start from.
+Result<Comm*> managedComm(ncclComm_t comm);
 
 Result<kernels::DType> checkType(ncclDataType_t t);
 Status checkPtr(const void* p, const char* what);

@@ -1,6 +1,5 @@
 // Entry points libnccl.so.2 exports that this Ferry release does not
-// implement: symmetric memory windows, communicator shrink/revoke and the
-// host side of NCCL's device API (which only makes sense with GPU kernels).
+// implement: symmetric memory windows and the host side of NCCL's device API (which only makes sense with GPU kernels).
 // They exist so that applications and frameworks that merely link against
 // them still load; calling one logs a warning and fails cleanly.
 #include <nccl.h>
@@ -25,18 +24,6 @@ FERRY_EXPORT(ncclResult_t, ncclCommWindowRegister,
 
 FERRY_EXPORT(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win)) {
   return unsupported("ncclCommWindowDeregister");
-}
-
-FERRY_EXPORT(ncclResult_t, ncclCommShrink,
-             (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
-              ncclConfig_t* config, int shrinkFlags)) {
-  // Callers may test *newcomm; never leave it uninitialised.
-  if (newcomm != nullptr) *newcomm = nullptr;
-  return unsupported("ncclCommShrink");
-}
-
-FERRY_EXPORT(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags)) {
-  return unsupported("ncclCommRevoke");
 }
 
 FERRY_EXPORT(ncclResult_t, ncclDevCommCreate,

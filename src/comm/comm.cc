@@ -203,14 +203,16 @@ Status Comm::connectCheck(int peer) {
   return Status::ok();
 }
 
-void Comm::fail(const Status& st) {
-  {
-    std::lock_guard<std::mutex> lk(errorMu_);
-    if (firstError_.isOk()) {
-      firstError_ = st;
-      asyncResult_.store(toNcclResult(st));
-    }
+void Comm::latch(const Status& st) {
+  std::lock_guard<std::mutex> lk(errorMu_);
+  if (firstError_.isOk()) {
+    firstError_ = st;
+    asyncResult_.store(toNcclResult(st));
   }
+}
+
+void Comm::fail(const Status& st) {
+  latch(st);
   if (board_) board_->post(rank_, st);
   for (auto& c : conns_)
     if (c) c->reportFailure(st.code());
@@ -218,6 +220,9 @@ void Comm::fail(const Status& st) {
 
 Status Comm::usable() const {
   if (abort_.load()) return invalidUsage("communicator was aborted");
+  if (revoked_.load())
+    return invalidUsage("communicator was revoked (ncclCommRevoke, or ncclCommShrink with NCCL_SHRINK_ABORT): "
+                        "only ncclCommDestroy, ncclCommSplit and ncclCommShrink may follow");
   if (!ready_.load()) {
     if (asyncResult_.load() == ncclInProgress) return invalidUsage("communicator is still initializing");
   }
@@ -232,6 +237,23 @@ void Comm::abort() {
   for (auto& c : conns_)
     if (c) c->markFailed();
   if (bootstrap_) bootstrap_->abort();
+}
+
+void Comm::revoke() {
+  revoked_.store(true);
+  for (auto& c : conns_)
+    if (c) c->markFailed();
+}
+
+void Comm::pollBackground() {
+  if (!ready_.load() || asyncResult_.load() != ncclSuccess) return;
+  Status st = boardCheck();
+  for (int p = 0; p < nranks_ && st.isOk(); ++p) {
+    if (p == rank_ || peers_[p].hostHash != peers_[rank_].hostHash) continue;
+    if (!processAlive(peers_[p].pid))
+      st = remoteError("rank " + std::to_string(p) + " (pid " + std::to_string(peers_[p].pid) + ") exited");
+  }
+  if (!st.isOk()) latch(st);
 }
 
 void Comm::waitIdle(int64_t timeoutMs) {

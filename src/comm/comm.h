@@ -75,12 +75,23 @@ class Comm final : public ConnectionSource {
 
   // Latch the first error, tell every connected peer that we gave up.
   void fail(const Status& st);
+  // Latch only (the first error wins).
+  void latch(const Status& st);
   ncclResult_t asyncResult() const { return asyncResult_.load(); }
   const Status& firstError() const { return firstError_; }
   Status usable() const;  // ok if collectives may run now
 
   const std::atomic<bool>* abortFlag() const { return &abort_; }
   void abort();
+  // ncclCommRevoke: no more collectives (usable() says so); connections
+  // fail so nothing more travels on them; the bootstrap stays for
+  // ncclCommSplit / ncclCommShrink. revoked() tells whether it happened.
+  void revoke();
+  bool revoked() const { return revoked_.load(); }
+  // What ncclCommGetAsyncError may find without a call in flight: a failure
+  // another rank of this host posted, or a rank of this host that exited;
+  // latched like fail() (any thread: touches no connection).
+  void pollBackground();
   // Users: group executions in flight. Abort waits (bounded) for them.
   void enter() { users_.fetch_add(1); }
   void exit() { users_.fetch_sub(1); }
@@ -114,6 +125,7 @@ class Comm final : public ConnectionSource {
   uint64_t nextCollSeq() { return ++collSeq_; }
   uint64_t commHash() const { return ctx_.commHash; }
   int nextSplitSeq() { return splitSeq_++; }
+  int nextShrinkSeq() { return shrinkSeq_++; }
   std::string describe() const;
 
  private:
@@ -144,6 +156,7 @@ class Comm final : public ConnectionSource {
   std::vector<std::unique_ptr<Connection>> conns_;
   std::unique_ptr<FailureBoard> board_;  // null when no other rank shares this host
   std::atomic<bool> abort_{false};
+  std::atomic<bool> revoked_{false};
   std::atomic<bool> ready_{false};
   std::atomic<ncclResult_t> asyncResult_{ncclSuccess};
   std::mutex errorMu_;
@@ -162,6 +175,7 @@ class Comm final : public ConnectionSource {
   int64_t peerCheckMs_ = 100;
   int64_t lastPeerCheckMs_ = 0;
   int splitSeq_ = 0;
+  int shrinkSeq_ = 0;
   bool checkOps_ = true;
   uint64_t collSeq_ = 0;
   PlanCache plans_;

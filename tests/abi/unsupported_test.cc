@@ -30,17 +30,6 @@ TEST(AbiUnsupported, WindowsFailWithInvalidUsage) {
   EXPECT_EQ(ferry::log::lastError(), expectedWarning("ncclCommWindowDeregister"));
 }
 
-TEST(AbiUnsupported, ShrinkClearsNewcommAndRevokeFails) {
-  int exclude[1] = {1};
-  ncclComm_t child = fakeComm();
-  EXPECT_EQ(ncclCommShrink(fakeComm(), exclude, 1, &child, nullptr, NCCL_SHRINK_DEFAULT),
-            ncclInvalidUsage);
-  EXPECT_EQ(child, nullptr);
-  EXPECT_EQ(ferry::log::lastError(), expectedWarning("ncclCommShrink"));
-  EXPECT_EQ(ncclCommRevoke(fakeComm(), NCCL_REVOKE_DEFAULT), ncclInvalidUsage);
-  EXPECT_EQ(ferry::log::lastError(), expectedWarning("ncclCommRevoke"));
-}
-
 TEST(AbiUnsupported, DeviceApiReturningResults) {
   EXPECT_EQ(ncclDevCommCreate(fakeComm(), nullptr, nullptr), ncclInvalidUsage);
   EXPECT_EQ(ferry::log::lastError(), expectedWarning("ncclDevCommCreate"));
@@ -79,11 +68,11 @@ TEST(AbiUnsupported, DeviceApiNeutralValues) {
 }
 
 TEST(AbiUnsupported, ProfilingTwinsAreTheSameFunction) {
-  EXPECT_EQ(reinterpret_cast<void*>(&ncclCommShrink), reinterpret_cast<void*>(&pncclCommShrink));
+  EXPECT_EQ(reinterpret_cast<void*>(&ncclCommWindowRegister), reinterpret_cast<void*>(&pncclCommWindowRegister));
   EXPECT_EQ(reinterpret_cast<void*>(&ncclTeamWorld), reinterpret_cast<void*>(&pncclTeamWorld));
   // Calling the p-name behaves identically.
-  EXPECT_EQ(pncclCommRevoke(fakeComm(), 0), ncclInvalidUsage);
-  EXPECT_EQ(ferry::log::lastError(), expectedWarning("ncclCommRevoke"));
+  EXPECT_EQ(pncclCommWindowDeregister(fakeComm(), nullptr), ncclInvalidUsage);
+  EXPECT_EQ(ferry::log::lastError(), expectedWarning("ncclCommWindowDeregister"));
 }
 
 }  // namespace
