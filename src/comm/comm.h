@@ -89,8 +89,8 @@ class Comm final : public ConnectionSource {
   void revoke();
   bool revoked() const { return revoked_.load(); }
   // What ncclCommGetAsyncError may find without a call in flight: a failure
-  // another rank of this host posted, or a rank of this host that exited;
-  // latched like fail() (any thread: touches no connection).
+  // another rank of this host posted (fail_board.h); latched like fail()
+  // (any thread: touches no connection).
   void pollBackground();
   // Users: group executions in flight. Abort waits (bounded) for them.
   void enter() { users_.fetch_add(1); }

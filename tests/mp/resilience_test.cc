@@ -1,6 +1,7 @@
 // Going on after a failure: ncclCommShrink (with and without a dead rank,
 // on one host and on simulated hosts over the network), ncclCommRevoke, and
-// ncclCommGetAsyncError noticing a dead local peer while no call runs.
+// ncclCommGetAsyncError reporting a failure of another rank of the host to
+// ranks that call nothing.
 // Every shrunk communicator's collectives are checked for exact values.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -197,8 +198,9 @@ TEST(MpRevoke, RefusesCollectivesThenSplitsAndShrinks) {
   EXPECT_RANKS_OK(runRanks(3, revokeBody, o));
 }
 
-// Rank 2 is killed while the others sit idle: ncclCommGetAsyncError on a
-// survivor reports it without any collective being called.
+// Rank 2 is killed; rank 0 notices in a Recv from it and posts the failure
+// on its host's board; ranks 1 and 3 call nothing but
+// ncclCommGetAsyncError, which reports it.
 int idleKillBody(int rank, int n, const ncclUniqueId& id) {
   ncclComm_t comm = nullptr;
   MP_NCCL(initComm(&comm, n, id, rank));
@@ -207,6 +209,11 @@ int idleKillBody(int rank, int n, const ncclUniqueId& id) {
     harnessSignalReady();
     pause();  // until killed
     return 1;
+  }
+  if (rank == 0) {
+    int v = 0;
+    ncclResult_t r = ncclRecv(&v, 1, ncclInt32, kVictim, comm, nullptr);
+    MP_CHECK(r == ncclRemoteError, "Recv from the killed rank returned %s", resultName(r).c_str());
   }
   ncclResult_t async = ncclSuccess;
   int64_t deadline = monoNs() + 30000 * kMsNs;
@@ -220,7 +227,7 @@ int idleKillBody(int rank, int n, const ncclUniqueId& id) {
   return 0;
 }
 
-TEST(MpAsyncError, IdleSurvivorsSeeADeadLocalPeer) {
+TEST(MpAsyncError, IdleRanksSeeAFailureOfTheirHost) {
   RunOptions o;
   o.timeoutSec = 90;
   o.killRank = kVictim;
