@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -97,12 +98,17 @@ bool parseAlltoallvMatrix(const std::string& text, const std::string& name, Allt
       *error = "invalid value at " + where(name, rows, rowCols) + " (not a number)";
       return false;
     }
+    if (!std::isfinite(v)) {
+      // strtod takes "nan" and "inf"; converting NaN to size_t is undefined.
+      *error = "invalid value at " + where(name, rows, rowCols) + " (not a finite number)";
+      return false;
+    }
     if (v < 0) {
       *error = "invalid value at " + where(name, rows, rowCols) + " (must be non-negative)";
       return false;
     }
     long double scaled = static_cast<long double>(v) * p->scale;
-    if (scaled > static_cast<long double>(SIZE_MAX / 2)) {
+    if (!(scaled <= static_cast<long double>(SIZE_MAX / 2))) {  // also a NaN scale
       *error = "value at " + where(name, rows, rowCols) + " overflows after scaling";
       return false;
     }
