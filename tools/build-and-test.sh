@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Build Ferry and run every test suite (unit, multi-process, ABI).
+# Build Ferry and run every test suite (unit, multi-process, ABI), then the
+# fuzz step (tools/fuzz-ci.sh: a clang build of the libFuzzer targets, each
+# run briefly; FERRY_SKIP_FUZZ=1 leaves it out).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FERRY_BUILD_DIR:-$root/build}
 "$root/tools/build.sh"
 ctest --test-dir "$build" --output-on-failure --timeout 600 "$@"
+if [ "${FERRY_SKIP_FUZZ:-0}" != 1 ]; then
+  "$root/tools/fuzz-ci.sh"
+fi

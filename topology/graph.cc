@@ -124,12 +124,27 @@ bool Graph::isBridge(int i) const {
   return false;
 }
 
+namespace {
+bool validLinkWidth(const std::string& v) {
+  if (v.empty() || v.size() > 2) return v.empty();
+  for (char c : v)
+    if (c < '0' || c > '9') return false;
+  return std::stoi(v) <= 32;
+}
+}  // namespace
+
 Status Graph::validate() const {
   for (const Node& n : nodes_) {
     if (n.kind == Kind::kLink && (n.parent < 0 || node(n.parent).kind != Kind::kGpu))
       return invalidArgument("topology XML: " + where(n) + " is not inside a <gpu>");
     if (n.kind == Kind::kPci && !n.has("busid"))
       return invalidArgument("topology XML: " + where(n) + " has no busid");
+    if (n.has("link_width") && !validLinkWidth(n.attr("link_width"))) {
+      // NCCL's files say 0 for "unknown"; anything else is a lane count. A
+      // huge one overflowed the bandwidth computation (found by tests/fuzz).
+      return invalidArgument("topology XML: " + where(n) + " has link_width \"" +
+                             n.attr("link_width") + "\", not a PCIe width (0 to 32 lanes)");
+    }
   }
   FERRY_TRY(checkBusIds());
   return checkLinks();

@@ -21,15 +21,16 @@ bool contains(const std::string& hay, const char* needle) {
 }  // namespace
 
 double pciBw(const std::string& linkSpeed, const std::string& linkWidth) {
-  int width = linkWidth.empty() ? 0 : std::atoi(linkWidth.c_str());
-  if (width <= 0) width = 16;
+  // Graph::validate accepts 0..32 lanes; anything else counts as unknown (x16).
+  long width = linkWidth.empty() ? 0 : std::strtol(linkWidth.c_str(), nullptr, 10);
+  if (width <= 0 || width > 32) width = 16;
   double gts = linkSpeed.empty() ? 0 : std::strtod(linkSpeed.c_str(), nullptr);
   // Per-lane rate in units of 100 Mb/s after encoding overhead, per PCIe gen.
   static const std::pair<double, int> kRates[] = {{2.5, 15}, {5, 30}, {8, 60}, {16, 120}, {32, 240}, {64, 480}};
   int rate = 60;
   for (const auto& [g, r] : kRates)
     if (gts == g) rate = r;
-  return width * rate / 80.0;
+  return static_cast<double>(width) * rate / 80.0;
 }
 
 double nvlinkBw(int sm) {

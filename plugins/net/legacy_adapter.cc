@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/log.h"
+#include "plugins/net/legacy_props.h"
 #include "plugins/net/net_plugins.h"
 
 namespace ferry::netplugin {
@@ -48,38 +49,6 @@ bool fitsInt(size_t size, const char* what, const char* name, int version) {
   FERRY_WARN("NET/Plugin: %s (v%d) takes int sizes: %s of %zu bytes exceeds INT_MAX", name, version,
              what, size);
   return false;
-}
-
-// Fields the old version lacks get the values NCCL assumes for it.
-template <class P>
-void convertProps(const P& o, int dev, ncclNetProperties_v11_t* p) {
-  *p = ncclNetProperties_v11_t{};
-  p->name = o.name;
-  p->pciPath = o.pciPath;
-  p->guid = o.guid;
-  p->ptrSupport = o.ptrSupport;
-  p->speed = o.speed;
-  p->port = o.port;
-  p->latency = o.latency;
-  p->maxComms = o.maxComms;
-  p->maxRecvs = o.maxRecvs;
-  p->netDeviceType = NCCL_NET_DEVICE_HOST;
-  p->vProps.ndevs = 1;
-  p->vProps.devs[0] = dev;
-  p->maxP2pBytes = MAX_NET_SIZE;
-  p->maxCollBytes = MAX_COLLNET_SIZE;
-  p->maxMultiRequestSize = 1;
-  if constexpr (requires { o.netDeviceType; }) {
-    p->netDeviceType = o.netDeviceType;
-    p->netDeviceVersion = o.netDeviceVersion;
-  }
-  if constexpr (requires { o.regIsGlobal; }) p->regIsGlobal = o.regIsGlobal;
-  if constexpr (requires { o.maxP2pBytes; }) {
-    p->forceFlush = o.forceFlush;
-    if (o.vProps.ndevs > 0) p->vProps = o.vProps;
-    if (o.maxP2pBytes > 0) p->maxP2pBytes = o.maxP2pBytes;
-    if (o.maxCollBytes > 0) p->maxCollBytes = o.maxCollBytes;
-  }
 }
 
 template <class T, int S>
@@ -151,8 +120,13 @@ struct Tramp {
   static ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props) {
     typename Traits<T>::Props old{};
     ncclResult_t r = t()->getProperties(dev, &old);
-    if (r == ncclSuccess) convertProps(old, dev, props);
-    return r;
+    if (r != ncclSuccess) return r;
+    Status st = convertLegacyProps(V, &old, dev, props);
+    if (!st.isOk()) {
+      FERRY_WARN("NET/Plugin: %s (v%d): getProperties(%d): %s", name(), V, dev, st.message().c_str());
+      return ncclInternalError;
+    }
+    return ncclSuccess;
   }
 
   static ncclResult_t listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {

@@ -177,7 +177,7 @@ void Acceptor::progress(Conn& c, Protocol& proto, std::vector<Incoming>* done) {
     c.got += n.value();
     if (c.got == sizeof(ConnHeader) && c.head.empty()) {
       ConnHeader h;
-      std::memcpy(&h, c.buf, sizeof(h));
+      (void)decodeConnHeader(c.buf, sizeof(c.buf), &h);  // c.buf holds exactly one
       if (h.secret != secret_) return drop(c, "wrong secret");
       size_t headBytes = proto.headBytes(h.type);
       if (headBytes == 0) return drop(c, "wrong type " + std::to_string(h.type));

@@ -74,37 +74,26 @@ Status Bootstrap::checkIn(const SockAddr& root, const Until& u) {
   std::memcpy(msg + sizeof(h), &ci, sizeof(ci));
   FERRY_TRY(sendAll(s, msg, sizeof(msg), u));
 
+  uint8_t repBytes[sizeof(RootReply)];
+  Status st = recvAll(s, repBytes, sizeof(repBytes), u);
   RootReply rep{};
-  Status st = recvAll(s, &rep, sizeof(rep), u);
+  if (st.isOk()) st = decodeRootReply(repBytes, sizeof(repBytes), &rep);
   if (!st.isOk()) {
     return Status(st.code(), "bootstrap: rank " + std::to_string(rank_) +
                                  " waiting for the root at " + root.toString() + ": " +
                                  st.message());
   }
   if (rep.status != kReplyOk) {
-    std::string text(std::min<uint32_t>(rep.bytes, kMaxReplyText), '\0');
+    std::string text(replyTextBytes(rep), '\0');
     if (!recvAll(s, text.data(), text.size(), Until::after(1000)).isOk()) text = "(no reason)";
     std::string msg = "bootstrap: root " + root.toString() + " refused rank " +
                       std::to_string(rank_) + " of " + std::to_string(nranks_) + ": " + text;
-    switch (rep.status) {
-      case kReplyMismatch:
-      case kReplyDuplicate: return invalidUsage(msg);
-      case kReplyInvalid: return invalidArgument(msg);
-      default: return remoteError(msg);
-    }
+    return replyStatus(rep.status, msg);
   }
-  size_t want = size_t(nranks_) * SockAddr::kPackedBytes;
-  if (rep.bytes != want) {
-    return remoteError("bootstrap: root sent a table of " + std::to_string(rep.bytes) +
-                       " bytes, expected " + std::to_string(want));
-  }
-  std::vector<uint8_t> table(want);
+  FERRY_TRY(checkTableBytes(rep.bytes, nranks_));
+  std::vector<uint8_t> table(rep.bytes);
   FERRY_TRY(recvAll(s, table.data(), table.size(), u));
-  peers_.resize(nranks_);
-  for (int r = 0; r < nranks_; r++) {
-    peers_[r] = SockAddr::unpack(&table[size_t(r) * SockAddr::kPackedBytes],
-                                 SockAddr::kPackedBytes);
-  }
+  FERRY_ASSIGN(peers_, decodeAddressTable(table.data(), table.size(), nranks_));
   return Status::ok();
 }
 

@@ -21,17 +21,8 @@ size_t Inbox::headBytes(uint32_t type) const {
 BodyPlan Inbox::body(uint32_t type, const uint8_t* head) {
   if (type != kP2p) return BodyPlan::read(0);
   P2pHeader p;
-  std::memcpy(&p, head, sizeof(p));
-  if (p.rank < 0 || p.rank >= nranks_) {
-    return BodyPlan::refuse("message header names rank " + std::to_string(p.rank) + " of " +
-                            std::to_string(nranks_));
-  }
-  if (p.size > kMaxP2pBytes) {
-    return BodyPlan::refuse("message from rank " + std::to_string(p.rank) + " tag " +
-                            std::to_string(p.tag) + " announces " + std::to_string(p.size) +
-                            " bytes, more than the " + std::to_string(kMaxP2pBytes) +
-                            " a bootstrap message may carry");
-  }
+  Status valid = decodeP2pHeader(head, sizeof(p), nranks_, &p);
+  if (!valid.isOk()) return BodyPlan::refuse(valid.message());
   if (awaiting_ && p.rank == awaitPeer_ && p.tag == awaitTag_) {
     // The one recv() waits for: its size is known; another size is recv's error.
     size_t n = p.size == awaitSize_ ? p.size : 0;
@@ -50,7 +41,7 @@ void Inbox::abandoned(uint32_t type, const uint8_t* head, size_t bytes) { queued
 void Inbox::file(Incoming in) {
   if (in.type == kRing) {
     RingHello hello;
-    std::memcpy(&hello, in.head.data(), sizeof(hello));
+    (void)decodeRingHello(in.head.data(), in.head.size(), &hello);  // size fixed by headBytes()
     int prev = (rank_ - 1 + nranks_) % nranks_;
     if (!ringIn_ || ringIn_->valid() || hello.rank != prev) {
       acceptor_.refused("bootstrap: rank " + std::to_string(rank_) +
@@ -63,7 +54,7 @@ void Inbox::file(Incoming in) {
     return;
   }
   P2pHeader p;
-  std::memcpy(&p, in.head.data(), sizeof(p));
+  (void)decodeP2pHeader(in.head.data(), in.head.size(), nranks_, &p);  // checked in body()
   queue_.push_back(Message{p.rank, p.tag, p.size, std::move(in.body)});
 }
 

@@ -141,10 +141,10 @@ void Root::applyTrust() {
 
 void Root::onCheckIn(Incoming in) {
   CheckIn ci;
-  std::memcpy(&ci, in.head.data(), sizeof(ci));
+  Status valid = decodeCheckIn(in.head.data(), in.head.size(), &ci);
   std::string from = "rank " + std::to_string(ci.rank) + " of " + std::to_string(ci.nranks) +
                      " (" + in.sock.peer().toString() + ")";
-  if (ci.nranks <= 0 || ci.nranks > kMaxRanks || ci.rank < 0 || ci.rank >= ci.nranks) {
+  if (!valid.isOk()) {
     // Bogus: no real rank sends this (Bootstrap::create checks its arguments).
     return refuse(in.sock, kReplyInvalid, "invalid check-in: " + from);
   }

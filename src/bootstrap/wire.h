@@ -12,8 +12,12 @@
 // size the receiver expects) before anything is allocated for it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
+#include "core/status.h"
 #include "net/sock_addr.h"
 
 namespace ferry::bootstrap {
@@ -72,5 +76,28 @@ constexpr uint64_t kMaxQueuedBytes = uint64_t(16) << 20;
 // Largest nranks a root accepts in a check-in: a larger claim is refused as
 // bogus without affecting the rendezvous (the root holds one connection per rank).
 constexpr int32_t kMaxRanks = 1 << 20;
+
+// Decoding what arrives on a bootstrap socket: pure functions over bytes (the
+// fuzz targets in tests/fuzz call them directly). The socket code reads
+// exactly the bytes these structs take and hands them over; a wrong size or
+// a value out of range is an error Status whose message the caller logs.
+//
+// A check-in (the head after ConnHeader{kCheckIn}); *out is filled even when
+// the ranks are out of range (the caller names them in its refusal).
+Status decodeCheckIn(const uint8_t* data, size_t size, CheckIn* out);
+// A point-to-point header announcing a message to a rank of `nranks`: the
+// sender's rank must be one of them and the size at most kMaxP2pBytes.
+Status decodeP2pHeader(const uint8_t* data, size_t size, int nranks, P2pHeader* out);
+Status decodeRingHello(const uint8_t* data, size_t size, RingHello* out);
+Status decodeConnHeader(const uint8_t* data, size_t size, ConnHeader* out);
+Status decodeRootReply(const uint8_t* data, size_t size, RootReply* out);
+// Bytes of error text to read after a refusing RootReply.
+inline uint32_t replyTextBytes(const RootReply& r) { return r.bytes < kMaxReplyText ? r.bytes : kMaxReplyText; }
+// The Status a refusing reply means for the rank that checked in (msg: the whole message).
+Status replyStatus(int32_t status, const std::string& msg);
+// The root's address table for `nranks` ranks: its announced size must be
+// exactly nranks * SockAddr::kPackedBytes.
+Status checkTableBytes(uint64_t bytes, int nranks);
+Result<std::vector<SockAddr>> decodeAddressTable(const uint8_t* data, size_t size, int nranks);
 
 }  // namespace ferry::bootstrap

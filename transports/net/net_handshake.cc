@@ -9,9 +9,6 @@
 #include "transports/net/net_transport.h"
 
 namespace ferry::net {
-namespace {
-constexpr uint32_t kHelloMagic = 0x46524e48;  // "FRNH"
-}
 
 Status NetTransport::check(ncclResult_t r, const char* call, const std::string& where) {
   Status st = pluginStatus(r, call, where);
@@ -72,12 +69,14 @@ Status NetTransport::readHellos(const CommContext& ctx, bool* moved) {
     }
     if (!done) { ++i; continue; }
     *moved = true;
-    Hello h = in.in;
+    Hello h;
+    Status valid = checkHello(&in.in, done < 0 ? 0 : sizeof(Hello),
+                              HelloExpect{ctx.commHash, ctx.secret, ctx.rank, ctx.nranks}, &h);
+    if (done < 0) h = in.in;  // named in the log line as before
     n->deregMr(in.recvComm, in.mh);
     void* rc = in.recvComm;
     incoming_.erase(incoming_.begin() + static_cast<long>(i));
-    if (done < 0 || h.magic != kHelloMagic || h.commHash != ctx.commHash ||
-        h.secret != ctx.secret || h.rank < 0 || h.rank >= ctx.nranks || h.rank == ctx.rank) {
+    if (!valid.isOk()) {
       FERRY_WARN("net: refused a connection with a bad hello (rank %d, magic %#x)", h.rank, h.magic);
       n->closeRecv(rc);
       continue;

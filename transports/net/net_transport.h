@@ -24,17 +24,11 @@
 #include <mutex>
 #include <vector>
 
+#include "transports/net/net_hello.h"
 #include "transports/net/net_registry.h"
 #include "transports/transport.h"
 
 namespace ferry::net {
-
-struct Hello {
-  uint64_t commHash = 0;
-  int32_t rank = -1;
-  uint32_t magic = 0;
-  uint64_t secret = 0;  // CommContext::secret
-};
 
 class NetTransport : public Transport {
  public:

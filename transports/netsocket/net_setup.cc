@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/wait.h"
+#include "transports/netsocket/net_wire.h"
 
 namespace ferry::netsocket {
 namespace {
@@ -104,24 +105,18 @@ Status stepConnecting(Connecting& c, bool* done) {
   return Status::ok();
 }
 
-Result<Connecting*> beginConnect(const Handle& h) {
+Result<Connecting*> beginConnect(const void* handle) {
+  FERRY_ASSIGN(HandleView v, decodeHandle(handle, sizeof(Handle)));
   auto c = std::make_unique<Connecting>();
-  c->to = SockAddr::unpack(h.addr, sizeof(h.addr));
-  if (h.magic != kMagic || !c->to.valid()) return invalidArgument("NET/Socket: connect: not a Socket net handle");
-  c->cfg.nThreads = h.nThreads;
-  c->cfg.nSocks = h.nSocks;
-  c->cfg.inlineBytes = h.inlineBytes;
-  if (c->cfg.nThreads > kMaxThreads || c->cfg.nSocks < 1 || c->cfg.nStreams() > kMaxStreams) {
-    return invalidArgument("NET/Socket: connect: handle asks for " + std::to_string(h.nThreads) +
-                           " threads x " + std::to_string(h.nSocks) + " sockets");
-  }
+  c->to = v.to;
+  c->cfg = v.cfg;
   c->deadlineMs = nowMs() + config::getInt(config::Param::kInitTimeoutMs);
   uint64_t connId = random64();
   int n = c->cfg.nStreams() + 1;
   c->conns.resize(n);
   for (int i = 0; i < n; ++i) {
     c->conns[i].hello = Hello{kMagic, static_cast<uint32_t>(i), static_cast<uint32_t>(n - 1), 0,
-                              h.nonce, connId};
+                              v.nonce, connId};
   }
   return c.release();
 }
@@ -154,7 +149,7 @@ Status connectStep(void* handle, Comm** out) {
   Handle h;
   std::memcpy(&h, handle, sizeof(h));
   if (!h.pending) {
-    FERRY_ASSIGN(Connecting * fresh, beginConnect(h));
+    FERRY_ASSIGN(Connecting * fresh, beginConnect(handle));
     h.pending = fresh;
     std::memcpy(handle, &h, sizeof(h));
   }
@@ -195,16 +190,8 @@ Result<bool> readHello(ListenComm::Pending& p) {
 Status admit(ListenComm* l, ListenComm::Pending& p) {
   const Hello& h = p.hello;
   std::string who = p.sock.peer().toString();
-  if (h.magic != kMagic || h.nonce != l->nonce) {
-    return invalidUsage("refusing connection from " + who + ": wrong " +
-                        (h.magic != kMagic ? "magic" : "nonce") + " (not this listener's peer)");
-  }
   uint32_t want = static_cast<uint32_t>(l->cfg.nStreams());
-  if (h.nStreams != want || h.index > want) {
-    return invalidUsage("refusing connection from " + who + ": stream " + std::to_string(h.index) +
-                        " of " + std::to_string(h.nStreams) + ", expected " + std::to_string(want) +
-                        " streams");
-  }
+  FERRY_TRY(checkHello(h, l->nonce, want, who));
   ListenComm::Group& g = l->groups[h.connId];
   if (g.socks.empty()) g.socks.resize(want + 1);
   if (g.socks[h.index].valid()) {

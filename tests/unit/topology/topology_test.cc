@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "topology/graph.h"
+#include "topology/system.h"
 #include "topology/xml.h"
 #include "tests/unit/topology/topo_files.h"
 
@@ -70,6 +71,21 @@ TEST(TopoGraph, RejectsWrongRootAndMissingBusId) {
   EXPECT_NE(Graph::fromXml("<system><cpu><pci class=\"0x030200\"/></cpu></system>").status().message().find(
                 "<pci> at line 1 has no busid"),
             std::string::npos);
+}
+
+// Found by tests/fuzz/fuzz_topology: a huge width overflowed pciBw's int product.
+TEST(TopoGraph, RejectsLinkWidthBeyondPcie) {
+  auto xml = [](const char* w) {
+    return std::string("<system><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x020000\" link_width=\"") +
+           w + "\"/></cpu></system>";
+  };
+  for (const char* ok : {"", "0", "1", "16", "32"}) EXPECT_TRUE(Graph::fromXml(xml(ok)).isOk()) << ok;
+  for (const char* bad : {"33", "877423224", "-1", "x16"}) {
+    auto g = Graph::fromXml(xml(bad));
+    ASSERT_FALSE(g.isOk()) << bad;
+    EXPECT_NE(g.status().message().find("not a PCIe width"), std::string::npos) << g.status().message();
+  }
+  EXPECT_EQ(pciBw("8.0 GT/s PCIe", "877423224"), pciBw("8.0 GT/s PCIe", "16"));
 }
 
 TEST(TopoFiles, AllButMalformedLoad) {
