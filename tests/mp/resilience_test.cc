@@ -33,6 +33,13 @@ int exactOn(ncclComm_t comm, int rank, int nranks) {
   return 0;
 }
 
+RunOptions plainOptions(int timeoutSec) {
+  RunOptions o;
+  o.timeoutSec = timeoutSec;
+  o.env["FERRY_TIMEOUT_MS"] = "20000";
+  return o;
+}
+
 // The survivors' new rank: their index among the ranks that stay.
 int shrunkRank(int rank) { return rank < kVictim ? rank : rank - 1; }
 
@@ -103,10 +110,7 @@ RunOptions killOptions(bool separateNodes) {
 }
 
 TEST(MpShrink, ExcludeLiveRankExact) {
-  RunOptions o;
-  o.timeoutSec = 120;
-  o.env["FERRY_TIMEOUT_MS"] = "20000";
-  RunResult res = runRanks(4, excludeLiveBody, o);
+  RunResult res = runRanks(4, excludeLiveBody, plainOptions(120));
   EXPECT_RANKS_OK(res);
 }
 
@@ -155,10 +159,7 @@ int badArgsBody(int rank, int n, const ncclUniqueId& id) {
 }
 
 TEST(MpShrink, BadArgumentsFailCleanly) {
-  RunOptions o;
-  o.timeoutSec = 60;
-  o.env["FERRY_TIMEOUT_MS"] = "20000";
-  EXPECT_RANKS_OK(runRanks(3, badArgsBody, o));
+  EXPECT_RANKS_OK(runRanks(3, badArgsBody, plainOptions(60)));
 }
 
 // Revoke: collectives and Finalize refused, a second revoke refused, Split
@@ -192,10 +193,7 @@ int revokeBody(int rank, int n, const ncclUniqueId& id) {
 }
 
 TEST(MpRevoke, RefusesCollectivesThenSplitsAndShrinks) {
-  RunOptions o;
-  o.timeoutSec = 120;
-  o.env["FERRY_TIMEOUT_MS"] = "20000";
-  EXPECT_RANKS_OK(runRanks(3, revokeBody, o));
+  EXPECT_RANKS_OK(runRanks(3, revokeBody, plainOptions(120)));
 }
 
 // Rank 2 is killed; rank 0 notices in a Recv from it and posts the failure
@@ -228,11 +226,9 @@ int idleKillBody(int rank, int n, const ncclUniqueId& id) {
 }
 
 TEST(MpAsyncError, IdleRanksSeeAFailureOfTheirHost) {
-  RunOptions o;
-  o.timeoutSec = 90;
+  RunOptions o = plainOptions(90);
   o.killRank = kVictim;
   o.killOnReady = true;
-  o.env["FERRY_TIMEOUT_MS"] = "20000";
   RunResult res = runRanks(4, idleKillBody, o);
   EXPECT_RANKS_OK(res);
   EXPECT_TRUE(res.ranks[kVictim].killedByHarness) << res.summary();
