@@ -17,17 +17,21 @@ struct CollCall {
   const void* sendbuff;
   void* recvbuff;
   size_t count;
-  ncclDataType_t type;
-  ncclRedOp_t op;
+  // The caller's datatype and op as plain ints: a C caller may pass any int
+  // (e.g. 99), which is outside ncclDataType_t's value range, and loading
+  // such a value as the enum is undefined in C++ (UBSan: invalid enum
+  // load). They become enums only after checkType/reduceSpec accept them.
+  int type;
+  int op;
   int root;
   bool reduces;
   bool rooted;
 };
 
-Result<ReduceSpec> reduceSpec(Comm* c, ncclRedOp_t op, kernels::DType t) {
+Result<ReduceSpec> reduceSpec(Comm* c, int op, kernels::DType t) {
   ReduceSpec r;
   r.dtype = t;
-  int v = static_cast<int>(op);
+  int v = op;
   if (v >= 0 && v < ncclNumOps) {
     r.op = v == ncclAvg ? kernels::Op::kSum : static_cast<kernels::Op>(v);
     if (v == ncclAvg) r.divisor = static_cast<uint64_t>(c->nranks());
@@ -107,7 +111,7 @@ ncclResult_t coll(const CollCall& k, ncclComm_t comm) {
   return guard(k.fn, [&] { return submit(k, comm); });
 }
 
-Status submitP2p(const char* fn, bool isSend, void* buf, size_t count, ncclDataType_t type,
+Status submitP2p(const char* fn, bool isSend, void* buf, size_t count, int type,
                  int peer, ncclComm_t comm) {
   FERRY_ASSIGN(Comm * c, readyComm(comm));
   FERRY_ASSIGN(kernels::DType t, checkType(type));
@@ -185,15 +189,19 @@ FERRY_EXPORT(ncclResult_t, ncclScatter, (const void* sendbuff, void* recvbuff, s
 
 FERRY_EXPORT(ncclResult_t, ncclSend, (const void* sendbuff, size_t count, ncclDataType_t datatype,
              int peer, ncclComm_t comm, cudaStream_t stream)) {
+  // As an int before the lambda: reading an out-of-range enum through the
+  // capture (a load) is undefined (see CollCall).
+  const int type = datatype;
   return ferry::api::guard("ncclSend", [&] {
-    return ferry::api::submitP2p("ncclSend", true, const_cast<void*>(sendbuff), count, datatype,
+    return ferry::api::submitP2p("ncclSend", true, const_cast<void*>(sendbuff), count, type,
                                  peer, comm);
   });
 }
 
 FERRY_EXPORT(ncclResult_t, ncclRecv, (void* recvbuff, size_t count, ncclDataType_t datatype,
              int peer, ncclComm_t comm, cudaStream_t stream)) {
+  const int type = datatype;  // see ncclSend
   return ferry::api::guard("ncclRecv", [&] {
-    return ferry::api::submitP2p("ncclRecv", false, recvbuff, count, datatype, peer, comm);
+    return ferry::api::submitP2p("ncclRecv", false, recvbuff, count, type, peer, comm);
   });
 }

@@ -31,8 +31,8 @@ Result<Comm*> managedComm(ncclComm_t comm) {
   return c;
 }
 
-Result<kernels::DType> checkType(ncclDataType_t t) {
-  int v = static_cast<int>(t);
+Result<kernels::DType> checkType(int t) {
+  int v = t;
   if (v < 0 || v >= ncclNumTypes) return invalidArgument("invalid datatype " + std::to_string(v));
   return static_cast<kernels::DType>(v);
 }

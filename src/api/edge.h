@@ -37,7 +37,8 @@ Result<Comm*> readyComm(ncclComm_t comm);
 // ncclCommSplit and ncclCommShrink may start from.
 Result<Comm*> managedComm(ncclComm_t comm);
 
-Result<kernels::DType> checkType(ncclDataType_t t);
+// Takes the caller's value as an int: it may be outside the enum's range.
+Result<kernels::DType> checkType(int t);
 Status checkPtr(const void* p, const char* what);
 Status checkRank(int r, int nranks, const char* what);
 // count * elemSize * factor must fit in size_t.

@@ -81,13 +81,16 @@ FERRY_EXPORT(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t* simInfo)) {
 
 FERRY_EXPORT(ncclResult_t, ncclRedOpCreatePreMulSum, (ncclRedOp_t* op, void* scalar,
              ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm)) {
+  // Plain ints before the lambda captures them: a caller's out-of-range
+  // value loaded as the enum is undefined (UBSan: invalid enum load).
+  const int dtype = datatype, where = residence;
   return guard("ncclRedOpCreatePreMulSum", [&]() -> Status {
     FERRY_ASSIGN(Comm * c, liveComm(comm));
     FERRY_TRY(checkPtr(op, "op"));
     FERRY_TRY(checkPtr(scalar, "scalar"));
-    FERRY_ASSIGN(kernels::DType t, checkType(datatype));
-    if (residence != ncclScalarHostImmediate && residence != ncclScalarDevice)
-      return invalidArgument("invalid scalar residence " + std::to_string(residence));
+    FERRY_ASSIGN(kernels::DType t, checkType(dtype));
+    if (where != ncclScalarHostImmediate && where != ncclScalarDevice)
+      return invalidArgument("invalid scalar residence " + std::to_string(where));
     // Host memory only: a "device" scalar is host memory too, read now.
     *op = static_cast<ncclRedOp_t>(c->addPremul(PremulOp{t, kernels::scalarFromBytes(t, scalar)}));
     return Status::ok();
@@ -95,12 +98,13 @@ FERRY_EXPORT(ncclResult_t, ncclRedOpCreatePreMulSum, (ncclRedOp_t* op, void* sca
 }
 
 FERRY_EXPORT(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm)) {
+  const int v = op;  // an int before the capture, as in ncclRedOpCreatePreMulSum
   return guard("ncclRedOpDestroy", [&]() -> Status {
     FERRY_ASSIGN(Comm * c, liveComm(comm));
-    if (static_cast<int>(op) < ncclNumOps)
-      return invalidArgument("ncclRedOpDestroy: built-in operation " + std::to_string(op) +
+    if (v < ncclNumOps)
+      return invalidArgument("ncclRedOpDestroy: built-in operation " + std::to_string(v) +
                              " cannot be destroyed");
-    return c->removePremul(op);
+    return c->removePremul(v);
   });
 }
 

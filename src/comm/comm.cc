@@ -82,9 +82,12 @@ Status Comm::init(const ncclUniqueId& id) {
   // Connections made later, inside collectives, wait no longer than any
   // other wait of a collective.
   ctx_.timeoutMs = timeoutMs_;
+  // The tuner before ready: with nonblocking init the caller may start
+  // collectives (which read tuner_) as soon as it sees ncclSuccess (TSan
+  // race, mp_api_test NonblockingInitCollectiveFinalize).
+  openTuner();
   ready_.store(true);
   asyncResult_.store(ncclSuccess);
-  openTuner();
   if (rank_ == 0)
     log::versionLine("NCCL version 2.28.9+ferry" FERRY_VERSION_STRING " (Ferry " FERRY_VERSION_STRING
                      ", host memory)");
@@ -151,14 +154,24 @@ Status Comm::BootstrapExchange::allGather(void* all, size_t bytesPerRank) {
 
 Result<Connection*> Comm::connection(int peer) {
   if (peer < 0 || peer >= nranks_) return internalError("connection to invalid rank");
-  if (conns_[peer]) return conns_[peer].get();
+  {
+    std::lock_guard<std::mutex> lk(connsMu_);
+    if (conns_[peer]) return conns_[peer].get();
+  }
   const PeerInfo& me = peers_[rank_];
   for (auto& t : transports_) {
     if (!t->canConnect(ctx_, me, peers_[peer])) continue;
-    FERRY_ASSIGN(conns_[peer], t->connect(ctx_, peer));
+    // Connected without the lock (it may wait for the peer; abort() must
+    // not block behind it), published under it: abort() on another thread
+    // iterates conns_ (TSan race, mp_fault_test AbortFromAnotherThread*).
+    FERRY_ASSIGN(std::unique_ptr<Connection> c, t->connect(ctx_, peer));
     FERRY_INFO(log::kInit | log::kP2P, "Channel 00/0 : %d[%d] -> %d[%d] via %s", rank_, rank_, peer,
-               peer, conns_[peer]->describe().c_str());
-    return conns_[peer].get();
+               peer, c->describe().c_str());
+    Connection* raw = c.get();
+    std::lock_guard<std::mutex> lk(connsMu_);
+    conns_[peer] = std::move(c);
+    if (abort_.load()) raw->markFailed();  // abort() ran while it connected
+    return raw;
   }
   return internalError("no transport can reach rank " + std::to_string(peer));
 }
@@ -214,6 +227,7 @@ void Comm::latch(const Status& st) {
 void Comm::fail(const Status& st) {
   latch(st);
   if (board_) board_->post(rank_, st);
+  std::lock_guard<std::mutex> lk(connsMu_);
   for (auto& c : conns_)
     if (c) c->reportFailure(st.code());
 }
@@ -234,13 +248,17 @@ Status Comm::usable() const {
 
 void Comm::abort() {
   abort_.store(true);
-  for (auto& c : conns_)
-    if (c) c->markFailed();
+  {
+    std::lock_guard<std::mutex> lk(connsMu_);
+    for (auto& c : conns_)
+      if (c) c->markFailed();
+  }
   if (bootstrap_) bootstrap_->abort();
 }
 
 void Comm::revoke() {
   revoked_.store(true);
+  std::lock_guard<std::mutex> lk(connsMu_);
   for (auto& c : conns_)
     if (c) c->markFailed();
 }

@@ -154,6 +154,10 @@ class Comm final : public ConnectionSource {
   CommContext ctx_;
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<std::unique_ptr<Connection>> conns_;
+  // Guards conns_'s slots against ncclCommAbort/Revoke from another thread
+  // (and failure reports) while a collective connects lazily; a connection
+  // is made outside the lock and published under it.
+  mutable std::mutex connsMu_;
   std::unique_ptr<FailureBoard> board_;  // null when no other rank shares this host
   std::atomic<bool> abort_{false};
   std::atomic<bool> revoked_{false};

@@ -38,9 +38,13 @@ struct FileValue {
   std::string path;
 };
 
+// Never destroyed: detached threads (the bootstrap root) may read settings
+// (e.g. through logging) while exit() runs static destructors (TSan: race
+// with ~optional/~map at exit). std::mutex has no destructor to race.
 std::mutex mu_;
-Entry entries_[kNumParams];
-std::optional<std::map<std::string, FileValue>> fileValues_;
+Entry* const entries_ = new Entry[kNumParams];
+std::optional<std::map<std::string, FileValue>>& fileValues_ =
+    *new std::optional<std::map<std::string, FileValue>>;
 
 std::string trim(const std::string& s) {
   size_t b = 0, e = s.size();
@@ -211,7 +215,7 @@ std::string source(Param p) {
 
 void reload() {
   std::lock_guard<std::mutex> lk(mu_);
-  for (auto& e : entries_) e = Entry{};
+  for (int i = 0; i < kNumParams; ++i) entries_[i] = Entry{};
   fileValues_.reset();
 }
 

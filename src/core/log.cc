@@ -36,12 +36,16 @@ std::atomic<uint32_t> tsLevels_{0};  // bit (1 << level) set: print a timestamp
 std::atomic<bool> versionPrinted_{false};
 std::mutex initMu_;
 
+// The strings are never destroyed: detached threads (the bootstrap root)
+// may still log while exit() runs static destructors, and a write into a
+// destroyed string is a use-after-free (TSan: race of the root thread's
+// emit() with ~basic_string at exit). std::mutex has no destructor to race.
 std::mutex outMu_;  // guards out_, tsFormat_ and each line's write
 FILE* out_ = stdout;
-std::string tsFormat_;
+std::string& tsFormat_ = *new std::string;
 
 std::mutex errMu_;
-std::string lastError_;
+std::string& lastError_ = *new std::string;
 
 char host_[256] = "";
 int pid_ = 0;

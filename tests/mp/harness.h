@@ -26,6 +26,7 @@ constexpr int kValueSlots = 8;
 constexpr int kExitIdFailed = 90;     // rank 0 could not create the unique id
 constexpr int kExitIdTimeout = 91;    // the unique id never arrived
 constexpr int kExitException = 92;    // the body threw
+constexpr int kExitLeak = 93;         // LeakSanitizer found leaks at the end of the body
 
 using Env = std::map<std::string, std::string>;
 using RankBody = std::function<int(int rank, int nranks, const ncclUniqueId& id)>;

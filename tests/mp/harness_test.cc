@@ -114,7 +114,11 @@ TEST(MpHarness, CrashBySignalIsReported) {
   RunResult res = runRanks(
       2,
       [](int rank, int, const ncclUniqueId&) {
-        if (rank == 1) raise(SIGSEGV);
+        // Default action first: ASan's SEGV handler would report and exit(1).
+        if (rank == 1) {
+          signal(SIGSEGV, SIG_DFL);
+          raise(SIGSEGV);
+        }
         return 0;
       },
       noId());

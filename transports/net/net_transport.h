@@ -18,6 +18,7 @@
 // connection once both directions and the hello are through.
 #pragma once
 
+#include <cstddef>
 #include <array>
 #include <map>
 #include <memory>
@@ -79,7 +80,9 @@ class NetTransport : public Transport {
   // What each rank publishes: its listen handle on each of its rails.
   struct Listeners {
     int32_t ndev = 0;
-    char handle[kMaxRails][NCCL_NET_HANDLE_MAXSIZE] = {};
+    // Aligned: networks cast the handle to their own struct, as NCCL's do
+    // (the UCX network's holds a pointer); after ndev it sat at offset 4.
+    alignas(alignof(std::max_align_t)) char handle[kMaxRails][NCCL_NET_HANDLE_MAXSIZE] = {};
   };
   Status listenAll();
   std::vector<void*> listenComms_;  // one per rail

@@ -194,7 +194,9 @@ void putHello(Channel* ch, uint64_t tag, const std::vector<uint8_t>& addr) {
   Hello h{kMagic, kVersion, tag, static_cast<uint32_t>(addr.size()), 0};
   ch->out.resize(sizeof(h) + addr.size());
   std::memcpy(ch->out.data(), &h, sizeof(h));
-  std::memcpy(ch->out.data() + sizeof(h), addr.data(), addr.size());
+  // An empty addr's data() may be null, which memcpy must not get even for
+  // 0 bytes (UBSan: nonnull argument).
+  if (!addr.empty()) std::memcpy(ch->out.data() + sizeof(h), addr.data(), addr.size());
   ch->sent = 0;
 }
 

@@ -29,6 +29,12 @@ struct Sim {
 
   char* at(int r, const Region& g) { return bufs[r][g.buf].data() + g.offset; }
 
+  // memmove with 0 bytes: an empty buffer's data() is null, which memmove
+  // must not be given even then (UBSan: nonnull argument).
+  static void copyBytes(char* dst, const char* src, size_t bytes) {
+    if (bytes) std::memmove(dst, src, bytes);
+  }
+
   static void add(char* dst, const char* a, const char* b, size_t bytes) {
     for (size_t i = 0; i < bytes / 8; ++i) {
       int64_t x, y;
@@ -56,17 +62,17 @@ struct Sim {
     }
     Bytes out(s.bytes);
     switch (s.kind) {
-      case StepKind::kCopy: std::memmove(at(r, s.dst), at(r, s.src), s.bytes); return true;
-      case StepKind::kSend: std::memcpy(out.data(), at(r, s.src), s.bytes); break;
-      case StepKind::kRecv: std::memcpy(at(r, s.dst), in.data(), s.bytes); return true;
+      case StepKind::kCopy: copyBytes(at(r, s.dst), at(r, s.src), s.bytes); return true;
+      case StepKind::kSend: copyBytes(out.data(), at(r, s.src), s.bytes); break;
+      case StepKind::kRecv: copyBytes(at(r, s.dst), in.data(), s.bytes); return true;
       case StepKind::kRecvReduceSend: add(out.data(), in.data(), at(r, s.src), s.bytes); break;
       case StepKind::kRecvReduceCopy: add(at(r, s.dst), in.data(), at(r, s.src), s.bytes); return true;
       case StepKind::kRecvReduceCopySend:
         add(at(r, s.dst), in.data(), at(r, s.src), s.bytes);
-        std::memcpy(out.data(), at(r, s.dst), s.bytes);
+        copyBytes(out.data(), at(r, s.dst), s.bytes);
         break;
       case StepKind::kRecvCopySend:
-        std::memcpy(at(r, s.dst), in.data(), s.bytes);
+        copyBytes(at(r, s.dst), in.data(), s.bytes);
         out = in;
         break;
       case StepKind::kLocalReduce:

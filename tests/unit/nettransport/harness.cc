@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -125,10 +126,13 @@ std::vector<char> ThreadComm::block(int r) {
 
 std::vector<char> ThreadComm::handle(int r) {
   std::vector<char> b = block(r);
-  const size_t expect = sizeof(int32_t) + net::NetTransport::kMaxRails * NCCL_NET_HANDLE_MAXSIZE;
+  // int32_t ndev, padded so the handles that follow are aligned like
+  // max_align_t (networks cast them to their own structs).
+  const size_t off = alignof(std::max_align_t);
+  const size_t expect = off + net::NetTransport::kMaxRails * NCCL_NET_HANDLE_MAXSIZE;
   EXPECT_EQ(b.size(), expect) << "the allgathered listener block changed layout";
   if (b.size() != expect) return {};
-  return std::vector<char>(b.begin() + sizeof(int32_t), b.begin() + sizeof(int32_t) + NCCL_NET_HANDLE_MAXSIZE);
+  return std::vector<char>(b.begin() + off, b.begin() + off + NCCL_NET_HANDLE_MAXSIZE);
 }
 
 
