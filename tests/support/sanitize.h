@@ -1,10 +1,5 @@
 // Test helpers for sanitizer builds (tests/sanitize/run.sh).
 //
-// timeScale(): deadlines a test asserts are multiplied by
-// FERRY_TEST_TIME_SCALE (default 1). Sanitizers slow Ferry down 2-5x, so a
-// bound that is generous in a normal build can be missed there for no fault
-// of the code under test; the normal build keeps its tight bounds.
-//
 // childLeakCheck(): forked ranks end with _exit(), which skips
 // LeakSanitizer's at-exit check; this runs it (ASan/LSan builds only) and
 // returns true when a leak was reported (the report goes to stderr).
@@ -28,18 +23,6 @@
 #endif
 
 namespace ferry::test {
-
-inline double timeScale() {
-  static const double scale = [] {
-    const char* s = std::getenv("FERRY_TEST_TIME_SCALE");
-    double v = s ? std::atof(s) : 1.0;
-    return v >= 1.0 ? v : 1.0;
-  }();
-  return scale;
-}
-
-// A duration (ms, s, us: any unit) scaled by timeScale().
-inline int64_t scaled(int64_t t) { return static_cast<int64_t>(t * timeScale()); }
 
 // Threads of this process (from /proc/self/task); 0 if unknown.
 inline int processThreadCount() {
