@@ -32,9 +32,8 @@ Result<Comm*> managedComm(ncclComm_t comm) {
 }
 
 Result<kernels::DType> checkType(int t) {
-  int v = t;
-  if (v < 0 || v >= ncclNumTypes) return invalidArgument("invalid datatype " + std::to_string(v));
-  return static_cast<kernels::DType>(v);
+  if (t < 0 || t >= ncclNumTypes) return invalidArgument("invalid datatype " + std::to_string(t));
+  return static_cast<kernels::DType>(t);
 }
 
 Status checkPtr(const void* p, const char* what) {

@@ -91,16 +91,8 @@ int killLoopBody(int rank, int n, const ncclUniqueId& id) {
 }
 
 void runKillTest(bool separateNodes) {
-  RunOptions o;
-  o.timeoutSec = 100;
-  o.killRank = kVictim;
-  o.killOnReady = true;
-  o.killDelayMs = 20;
-  o.env["FERRY_TIMEOUT_MS"] = std::to_string(kTimeoutMs);
-  if (separateNodes) {
-    o.rankEnv.resize(4);
-    for (int r = 0; r < 4; ++r) o.rankEnv[r]["NCCL_HOSTID"] = "mp-fault-node-" + std::to_string(r);
-  }
+  RunOptions o = killAtReadyOptions(kVictim, 20, kTimeoutMs, 100);
+  if (separateNodes) onSimulatedNodes(&o, "mp-fault", 4, [](int r) { return r; });
   RunResult res = runRanks(4, killLoopBody, o);
   ASSERT_RANKS_OK(res);
   EXPECT_TRUE(res.ranks[kVictim].killedByHarness) << res.summary();

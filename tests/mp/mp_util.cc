@@ -389,6 +389,16 @@ void onSimulatedNodes(RunOptions* o, const std::string& tag, int nranks, const s
   for (int r = 0; r < nranks; ++r) o->rankEnv[r]["NCCL_HOSTID"] = tag + "-node-" + std::to_string(hostOf(r));
 }
 
+RunOptions killAtReadyOptions(int victim, int killDelayMs, int64_t ferryTimeoutMs, int timeoutSec) {
+  RunOptions o;
+  o.timeoutSec = timeoutSec;
+  o.killRank = victim;
+  o.killOnReady = true;
+  o.killDelayMs = killDelayMs;
+  o.env["FERRY_TIMEOUT_MS"] = std::to_string(ferryTimeoutMs);
+  return o;
+}
+
 RunOptions pairedNodesOptions(const std::string& dir, const std::string& tag, Env env, int nranks,
                               int timeoutSec) {
   env.emplace("FERRY_NET_SLOT_BYTES", "65536");

@@ -119,6 +119,10 @@ RunOptions loggedOptions(const std::string& dir, const std::string& tag, const s
 // <tag>-node-<hostOf(r)>): the ranks of different nodes talk over the network.
 void onSimulatedNodes(RunOptions* o, const std::string& tag, int nranks, const std::function<int(int)>& hostOf);
 
+// Rank `victim` is SIGKILLed killDelayMs after it calls harnessSignalReady();
+// FERRY_TIMEOUT_MS as given; the harness watchdog at timeoutSec.
+RunOptions killAtReadyOptions(int victim, int killDelayMs, int64_t ferryTimeoutMs, int timeoutSec);
+
 // nranks on simulated nodes of two ranks each (NCCL_HOSTID <tag>-node-<r/2>),
 // 64 KiB network slots, FERRY_TIMEOUT_MS 20 s, INIT,NET INFO logged to
 // <dir>/<tag>.<pid>; `env` adds to (and may override) the rest.

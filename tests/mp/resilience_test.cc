@@ -96,12 +96,7 @@ int afterKillBody(int rank, int n, const ncclUniqueId& id) {
 }
 
 RunOptions killOptions(bool separateNodes) {
-  RunOptions o;
-  o.timeoutSec = 150;
-  o.killRank = kVictim;
-  o.killOnReady = true;
-  o.killDelayMs = 20;
-  o.env["FERRY_TIMEOUT_MS"] = "10000";
+  RunOptions o = killAtReadyOptions(kVictim, 20, 10000, 150);
   if (separateNodes) {
     o.env["FERRY_NET_SLOT_BYTES"] = "65536";
     onSimulatedNodes(&o, "mp-shrink", 4, [](int r) { return r; });
@@ -226,10 +221,7 @@ int idleKillBody(int rank, int n, const ncclUniqueId& id) {
 }
 
 TEST(MpAsyncError, IdleRanksSeeAFailureOfTheirHost) {
-  RunOptions o = plainOptions(90);
-  o.killRank = kVictim;
-  o.killOnReady = true;
-  RunResult res = runRanks(4, idleKillBody, o);
+  RunResult res = runRanks(4, idleKillBody, killAtReadyOptions(kVictim, 0, 20000, 90));
   EXPECT_RANKS_OK(res);
   EXPECT_TRUE(res.ranks[kVictim].killedByHarness) << res.summary();
 }

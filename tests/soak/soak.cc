@@ -157,12 +157,7 @@ int chaos(const Args& a) {
   for (int t = 0; t < a.trials; ++t) {
     uint64_t seed = g();
     int victim = static_cast<int>(g() % 4);
-    mp::RunOptions o;
-    o.timeoutSec = 120;
-    o.killRank = victim;
-    o.killOnReady = true;
-    o.killDelayMs = static_cast<int>(g() % 300);
-    o.env["FERRY_TIMEOUT_MS"] = "15000";
+    mp::RunOptions o = mp::killAtReadyOptions(victim, static_cast<int>(g() % 300), 15000, 120);
     if (t % 2 == 1) mp::onSimulatedNodes(&o, "chaos" + std::to_string(t), 4, [](int r) { return r / 2; });
     mp::RunResult res = mp::runRanks(
         4, [&](int rank, int n, const ncclUniqueId& id) { return chaosBody(rank, n, id, seed, victim); }, o);
