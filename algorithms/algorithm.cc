@@ -33,6 +33,10 @@ const std::vector<Algorithm>& algorithmRegistry() {
       // closest slot for a tuner plugin to see hier's cost in.
       {"hier", hierSupports, hierSchedule, hierCost, NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE},
       {"pat", patSupports, patSchedule, patCost, NCCL_ALGO_PAT, NCCL_PROTO_SIMPLE},
+      // NVLS is NCCL's load/store algorithm on memory every GPU maps: the
+      // slot where a tuner plugin sees symmetric.
+      {"symmetric", symmetricSupports, symmetricSchedule, symmetricCost, NCCL_ALGO_NVLS,
+       NCCL_PROTO_SIMPLE},
   };
   return kList;
 }
@@ -68,6 +72,7 @@ const char* stepName(StepKind k) {
     case StepKind::kRecvReduceCopySend: return "recvReduceCopySend";
     case StepKind::kRecvCopySend: return "recvCopySend";
     case StepKind::kLocalReduce: return "localReduce";
+    case StepKind::kBarrier: return "barrier";
   }
   return "?";
 }

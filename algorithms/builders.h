@@ -65,4 +65,10 @@ bool patSupports(const CollArgs& a, const CommView& v);
 Schedule patSchedule(const CollArgs& a, const CommView& v);
 double patCost(const CollArgs& a, const CommView& v);
 
+// symmetric.cc: AllReduce, ReduceScatter, AllGather, Broadcast as loads and
+// stores on the buffers of every rank of one host (CollArgs::symmetric).
+bool symmetricSupports(const CollArgs& a, const CommView& v);
+Schedule symmetricSchedule(const CollArgs& a, const CommView& v);
+double symmetricCost(const CollArgs& a, const CommView& v);
+
 }  // namespace ferry

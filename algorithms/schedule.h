@@ -38,6 +38,10 @@ constexpr uint32_t kScratchBuf = 2;  // Schedule::scratchBytes of executor-owned
 struct Region {
   uint32_t buf = kInputBuf;
   size_t offset = 0;  // bytes from the start of that buffer
+  // -1: this rank's buffer; r: rank r's buffer, read or written directly
+  // (symmetric windows: exec/peer_memory.h). Only copies and local
+  // reductions take peer regions.
+  int peer = -1;
 };
 
 enum class StepKind : uint8_t {
@@ -49,6 +53,7 @@ enum class StepKind : uint8_t {
   kRecvReduceCopySend,  // dst = recv OP src; send dst
   kRecvCopySend,        // dst = recv; send it on
   kLocalReduce,         // dst = src OP dst (no communication)
+  kBarrier,             // wait until every rank has reached this step (peer memory)
 };
 const char* stepName(StepKind k);
 
@@ -97,6 +102,9 @@ struct CollArgs {
   size_t count = 0;         // NCCL's count argument (per rank block for gather-like ops)
   size_t elemSize = 1;
   bool inPlace = false;     // input and output are the same memory as NCCL defines it
+  // The call's buffers lie in symmetric windows that every rank maps
+  // (src/mem/window.h), so schedules may load and store peers' buffers.
+  bool symmetric = false;
 };
 
 inline Step makeStep(StepKind kind, int sendPeer, int recvPeer, Region src, Region dst,

@@ -11,6 +11,7 @@
 #include "api/exports.h"
 #include "comm/group.h"
 #include "core/config.h"
+#include "mem/shared_alloc.h"
 
 using namespace ferry;
 using namespace ferry::api;
@@ -108,24 +109,11 @@ FERRY_EXPORT(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm)) 
   });
 }
 
-namespace {
-std::mutex gAllocMu;
-std::map<void*, size_t>& allocations() {
-  static std::map<void*, size_t> m;
-  return m;
-}
-}  // namespace
-
 FERRY_EXPORT(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
   return guard("ncclMemAlloc", [&]() -> Status {
     FERRY_TRY(checkPtr(ptr, "ptr"));
-    if (size == 0) return invalidArgument("size is 0");
-    // Page-aligned host memory (what registration and CMA like best).
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return systemError("ncclMemAlloc: mmap of " + std::to_string(size) + " bytes failed");
-    std::lock_guard<std::mutex> lk(gAllocMu);
-    allocations()[p] = size;
-    *ptr = p;
+    // Shared memory (a memfd) that local peers can map: symmetric windows.
+    FERRY_ASSIGN(*ptr, mem::allocShared(size));
     return Status::ok();
   });
 }
@@ -133,12 +121,7 @@ FERRY_EXPORT(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
 FERRY_EXPORT(ncclResult_t, ncclMemFree, (void* ptr)) {
   return guard("ncclMemFree", [&]() -> Status {
     if (ptr == nullptr) return Status::ok();
-    std::lock_guard<std::mutex> lk(gAllocMu);
-    auto it = allocations().find(ptr);
-    if (it == allocations().end()) return invalidArgument("ptr was not allocated by ncclMemAlloc");
-    munmap(it->first, it->second);
-    allocations().erase(it);
-    return Status::ok();
+    return mem::freeShared(ptr);
   });
 }
 

@@ -1,5 +1,5 @@
 // Entry points libnccl.so.2 exports that this Ferry release does not
-// implement: symmetric memory windows and the host side of NCCL's device API (which only makes sense with GPU kernels).
+// implement: the host side of NCCL's device API (which only makes sense with GPU kernels).
 // They exist so that applications and frameworks that merely link against
 // them still load; calling one logs a warning and fails cleanly.
 #include <nccl.h>
@@ -16,15 +16,6 @@ ncclResult_t unsupported(const char* name) {
 }
 
 }  // namespace
-
-FERRY_EXPORT(ncclResult_t, ncclCommWindowRegister,
-             (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags)) {
-  return unsupported("ncclCommWindowRegister");
-}
-
-FERRY_EXPORT(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win)) {
-  return unsupported("ncclCommWindowDeregister");
-}
 
 FERRY_EXPORT(ncclResult_t, ncclDevCommCreate,
              (ncclComm_t comm, ncclDevCommRequirements_t const* reqs, ncclDevComm_t* outDevComm)) {

@@ -29,6 +29,7 @@
 #include "exec/executor.h"
 #include "exec/plan_cache.h"
 #include "kernels/reduce.h"
+#include "mem/window.h"
 #include "topology/rails.h"
 #include "transports/transport.h"
 
@@ -128,6 +129,11 @@ class Comm final : public ConnectionSource {
   int nextShrinkSeq() { return shrinkSeq_++; }
   std::string describe() const;
 
+  // ncclCommWindowRegister (collective over the bootstrap; window.h) and the
+  // table collectives look their buffers up in (symmetric_bind.h).
+  Result<mem::Window*> registerWindow(void* buff, size_t bytes, int flags);
+  mem::WindowTable& windows() { return windows_; }
+
  private:
   Status setupPeers();
   Status openBoard();
@@ -183,6 +189,7 @@ class Comm final : public ConnectionSource {
   bool checkOps_ = true;
   uint64_t collSeq_ = 0;
   PlanCache plans_;
+  mem::WindowTable windows_;
 };
 
 

@@ -8,6 +8,7 @@
 
 #include "algorithms/algorithm.h"
 #include "comm/registry.h"
+#include "comm/symmetric_bind.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/wait.h"
@@ -53,6 +54,7 @@ struct Run {
   ReduceSpec reduce;
   const char* name;
   OpInfo info;
+  PeerMemory* peers = nullptr;  // symmetric windows (symmetric_bind.h)
 };
 
 // The call's operation check, numbered in the order collectives run.
@@ -74,14 +76,14 @@ struct CommWork {
   std::vector<Run> runs;
   std::unique_ptr<Executor> p2p;
   Status result;
+  std::vector<std::unique_ptr<mem::WindowBinding>> bindings;
 };
 
 Result<Choice> choose(Comm* c, const CollArgs& args) {
   return chooseAlgorithm(args, c->view(), c->algoFilter(), c->externalTuner());
 }
 
-Result<Executor*> collExecutor(Comm* c, const CollTask& t) {
-  const CollArgs& args = t.args;
+Result<Executor*> collExecutor(Comm* c, const CollArgs& args) {
   if (Executor* e = c->plans().find(args)) return e;
   FERRY_ASSIGN(Choice ch, choose(c, args));
   // Once per plan (call shape): the cost table and what runs, so tests and
@@ -96,12 +98,25 @@ Result<Executor*> collExecutor(Comm* c, const CollTask& t) {
                                                          c->execOptions()));
 }
 
+// A collective's run; on symmetric windows its binding goes to *binding,
+// which must live as long as the run.
+Result<Run> collRun(Comm* c, const CollTask& t, std::unique_ptr<mem::WindowBinding>* binding) {
+  OpInfo info = collInfo(c, t);
+  *binding = bindWindows(c, t, info);
+  CollArgs args = t.args;
+  args.symmetric = *binding != nullptr;
+  FERRY_ASSIGN(Executor * e, collExecutor(c, args));
+  return Run{e, const_cast<void*>(t.sendbuff), t.recvbuff, t.reduce, collName(args.kind), info,
+             binding->get()};
+}
+
 Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
   Comm* c = w->comm;
   for (const CollTask& t : colls) {
-    FERRY_ASSIGN(Executor * e, collExecutor(c, t));
-    w->runs.push_back(Run{e, const_cast<void*>(t.sendbuff), t.recvbuff, t.reduce,
-                          collName(t.args.kind), collInfo(c, t)});
+    std::unique_ptr<mem::WindowBinding> b;
+    FERRY_ASSIGN(Run r, collRun(c, t, &b));
+    w->runs.push_back(r);
+    if (b) w->bindings.push_back(std::move(b));
   }
   if (!p2ps.empty()) {
     std::vector<P2pOp> ops;
@@ -112,7 +127,7 @@ Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vec
     }
     w->p2p = std::make_unique<Executor>(p2pSchedule(c->rank(), ops), std::move(bufs), 1,
                                         ReduceSpec{}, c->execOptions());
-    w->runs.push_back(Run{w->p2p.get(), nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c)});
+    w->runs.push_back(Run{w->p2p.get(), nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c), nullptr});
   }
   return Status::ok();
 }
@@ -147,6 +162,7 @@ Status runExecutor(Comm* c, Executor& e, const char* name, const OpInfo& info) {
 // Run one executor on its communicator; a failure is latched on the comm.
 Status runOne(Comm* c, const Run& r) {
   if (r.input || r.output) r.exec->rebind(r.input, r.output, r.reduce);
+  r.exec->bindPeers(r.peers);
   Status st = runExecutor(c, *r.exec, r.name, r.info);
   if (st.isOk()) return st;
   // Another rank of this host failed first: its code and message say why
@@ -222,7 +238,7 @@ Status execute(GroupState& g) {
       if (result.isOk() || result.code() == Code::kInProgress) result = st;
       continue;
     }
-    work.push_back(CommWork{c, {}, nullptr, Status()});
+    work.push_back(CommWork{c, {}, nullptr, Status(), {}});
     if (built.isOk()) built = buildWork(&work.back(), g.colls[c], g.p2ps[c]);
   }
   Status ran = built.isOk() ? runAll(work) : built;
@@ -296,11 +312,11 @@ Status groupSimulateEnd(float* estimatedUs) {
 Status enqueueColl(const CollTask& t) {
   if (tGroup.depth == 0) {
     Comm* c = t.comm;
-    FERRY_ASSIGN(Executor * e, collExecutor(c, t));
+    std::unique_ptr<mem::WindowBinding> binding;
+    FERRY_ASSIGN(Run r, collRun(c, t, &binding));
     log::setThreadRank(c->rank());
     c->enter();
-    Status st = runOne(c, Run{e, const_cast<void*>(t.sendbuff), t.recvbuff, t.reduce,
-                              collName(t.args.kind), collInfo(c, t)});
+    Status st = runOne(c, r);
     c->exit();
     return st;
   }
@@ -311,7 +327,7 @@ Status enqueueColl(const CollTask& t) {
 
 Status enqueueP2p(const P2pTask& t) {
   if (tGroup.depth == 0) {
-    CommWork w{t.comm, {}, nullptr, Status()};
+    CommWork w{t.comm, {}, nullptr, Status(), {}};
     FERRY_TRY(buildWork(&w, {}, {t}));
     t.comm->enter();  // an abort from another thread waits for us
     runWork(&w);

@@ -35,6 +35,11 @@ Executor::Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSiz
     buffers_.resize(kScratchBuf + 1, nullptr);
     buffers_[kScratchBuf] = scratch_.data();
   }
+  auto peerStep = [](const Step& s) {
+    return s.kind == StepKind::kBarrier || s.src.peer >= 0 || s.dst.peer >= 0;
+  };
+  for (const Lane& l : schedule_.lanes)
+    needsPeers_ = needsPeers_ || std::any_of(l.steps.begin(), l.steps.end(), peerStep);
 }
 
 void Executor::rebind(void* input, void* output, const ReduceSpec& reduce) {
@@ -44,6 +49,8 @@ void Executor::rebind(void* input, void* output, const ReduceSpec& reduce) {
 }
 
 Status Executor::start(ConnectionSource& source, const OpInfo* info) {
+  if (needsPeers_ && !peerMem_)
+    return internalError(schedule_.algorithm + " schedule needs peer memory and none is bound");
   if (!resolved_) FERRY_TRY(resolve(source));
   for (LaneState& l : lanes_) l = LaneState{};
   for (int peer : checkPeers_) check_[peer].sendPending = check_[peer].recvPending = false;
@@ -113,6 +120,11 @@ const std::vector<int>& Executor::activePeers() const {
     if (s.sendPeer >= 0) peers.push_back(s.sendPeer);
     if (s.recvPeer >= 0) peers.push_back(s.recvPeer);
   }
+  for (size_t i = 0; i < lanes_.size(); ++i) {
+    const Lane& l = schedule_.lanes[i];
+    if (lanes_[i].step < l.steps.size() && l.steps[lanes_[i].step].kind == StepKind::kBarrier)
+      peerMem_->waitingOn(&peers);
+  }
   for (Connection* c : refConns_) {
     for (size_t p = 0; p < conns_.size(); ++p)
       if (conns_[p] == c) peers.push_back(static_cast<int>(p));
@@ -148,6 +160,7 @@ Status Executor::advanceLane(size_t lane, bool* progressed) {
     if (!stepDone) return Status::ok();
     st.step++;
     st.sendOff = st.recvOff = 0;
+    st.arrived = false;
     *progressed = true;
     if (st.step == steps.size()) lanesDone_++;
   }
@@ -179,6 +192,10 @@ Status Executor::runStep(LaneState& st, const Step& s, bool* progressed, bool* s
       doLocalReduce(s);
       st.sendOff = s.bytes;
       break;
+    case StepKind::kBarrier: {
+      FERRY_ASSIGN(*stepDone, doBarrier(st));
+      return Status::ok();
+    }
   }
   *stepDone = st.sendOff >= s.bytes;
   return Status::ok();
@@ -212,6 +229,15 @@ void Executor::doLocalReduce(const Step& s) {
     kernels::reduce(dst, src, dst, n, reduce_.dtype, reduce_.op);
   }
   if (divides(s)) kernels::divide(dst, dst, n, reduce_.dtype, reduce_.divisor);
+}
+
+// A barrier among the ranks sharing peer memory: arrive once, then poll.
+Result<bool> Executor::doBarrier(LaneState& st) {
+  if (!st.arrived) {
+    peerMem_->arrive();
+    st.arrived = true;
+  }
+  return peerMem_->passed();
 }
 
 Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {

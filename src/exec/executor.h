@@ -21,6 +21,7 @@
 #include "algorithms/schedule.h"
 #include "core/status.h"
 #include "exec/op_check.h"
+#include "exec/peer_memory.h"
 #include "kernels/reduce.h"
 #include "transports/transport.h"
 
@@ -75,6 +76,9 @@ class Executor {
   Status start(ConnectionSource& source, const OpInfo* info = nullptr);
   // Point a cached collective executor at this call's buffers and operator.
   void rebind(void* input, void* output, const ReduceSpec& reduce);
+  // The peers' buffers and the barrier for schedules with peer regions
+  // (CollArgs::symmetric); must outlive the run.
+  void bindPeers(PeerMemory* peers) { peerMem_ = peers; }
   // Make all progress possible now. *progressed tells whether anything moved.
   Status progress(bool* progressed);
   bool done() const { return done_; }
@@ -99,6 +103,7 @@ class Executor {
     size_t recvOff = 0;  // bytes of the current step received (send+recv steps)
     RecvPiece piece;     // current incoming piece, if any
     size_t consumed = 0; // bytes of `piece` already used
+    bool arrived = false; // kBarrier: this rank has arrived
   };
 
   Status resolve(ConnectionSource& source);
@@ -119,6 +124,7 @@ class Executor {
   Status doRecv(LaneState& st, const Step& s, bool* progressed);
   Status doReduceStep(LaneState& st, const Step& s, bool* progressed);
   Status doCopySend(LaneState& st, const Step& s, bool* progressed);
+  Result<bool> doBarrier(LaneState& st);
 
   // Make st.piece hold an arrived piece; false if none yet.
   Result<bool> havePiece(LaneState& st, int peer, size_t stepRemaining);
@@ -128,7 +134,10 @@ class Executor {
   Result<const char*> pieceData(LaneState& st, Connection* c, size_t k, char* scratch);
   size_t floorElems(size_t bytes) const { return bytes - bytes % elemSize_; }
   size_t elems(size_t bytes) const { return bytes / elemSize_; }
-  char* ptr(const Region& r) const { return static_cast<char*>(buffers_[r.buf]) + r.offset; }
+  char* ptr(const Region& r) const {
+    char* b = r.peer >= 0 ? peerMem_->base(r.peer, r.buf) : static_cast<char*>(buffers_[r.buf]);
+    return b + r.offset;
+  }
   bool scales(const Step& s) const { return s.scaleSrc && reduce_.premul; }
   bool divides(const Step& s) const { return s.finalValue && reduce_.divisor > 1; }
   void reduceInto(void* dst, void* dst2, const void* in, const void* local, size_t bytes, bool scale);
@@ -148,6 +157,8 @@ class Executor {
   mutable std::vector<int> active_;  // activePeers()' result
   std::vector<char> temp_;
   std::vector<char> scratch_;        // Schedule::scratchBytes
+  PeerMemory* peerMem_ = nullptr;    // bindPeers()
+  bool needsPeers_ = false;          // the schedule has peer regions or barriers
   int self_ = -1;                    // this rank (for messages)
   size_t lanesDone_ = 0;
   bool done_ = false;

@@ -19,17 +19,6 @@ std::string expectedWarning(const char* fn) {
 // A non-null handle that must never be dereferenced.
 ncclComm_t fakeComm() { return reinterpret_cast<ncclComm_t>(uintptr_t{0x1000}); }
 
-TEST(AbiUnsupported, WindowsFailWithInvalidUsage) {
-  char buf[64];
-  ncclWindow_t win = nullptr;
-  EXPECT_EQ(ncclCommWindowRegister(fakeComm(), buf, sizeof buf, &win, NCCL_WIN_DEFAULT),
-            ncclInvalidUsage);
-  EXPECT_EQ(ferry::log::lastError(), expectedWarning("ncclCommWindowRegister"));
-  EXPECT_EQ(win, nullptr);
-  EXPECT_EQ(ncclCommWindowDeregister(fakeComm(), win), ncclInvalidUsage);
-  EXPECT_EQ(ferry::log::lastError(), expectedWarning("ncclCommWindowDeregister"));
-}
-
 TEST(AbiUnsupported, DeviceApiReturningResults) {
   EXPECT_EQ(ncclDevCommCreate(fakeComm(), nullptr, nullptr), ncclInvalidUsage);
   EXPECT_EQ(ferry::log::lastError(), expectedWarning("ncclDevCommCreate"));
@@ -68,11 +57,11 @@ TEST(AbiUnsupported, DeviceApiNeutralValues) {
 }
 
 TEST(AbiUnsupported, ProfilingTwinsAreTheSameFunction) {
-  EXPECT_EQ(reinterpret_cast<void*>(&ncclCommWindowRegister), reinterpret_cast<void*>(&pncclCommWindowRegister));
+  EXPECT_EQ(reinterpret_cast<void*>(&ncclDevCommCreate), reinterpret_cast<void*>(&pncclDevCommCreate));
   EXPECT_EQ(reinterpret_cast<void*>(&ncclTeamWorld), reinterpret_cast<void*>(&pncclTeamWorld));
   // Calling the p-name behaves identically.
-  EXPECT_EQ(pncclCommWindowDeregister(fakeComm(), nullptr), ncclInvalidUsage);
-  EXPECT_EQ(ferry::log::lastError(), expectedWarning("ncclCommWindowDeregister"));
+  EXPECT_EQ(pncclDevCommDestroy(fakeComm(), nullptr), ncclInvalidUsage);
+  EXPECT_EQ(ferry::log::lastError(), expectedWarning("ncclDevCommDestroy"));
 }
 
 }  // namespace

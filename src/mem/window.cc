@@ -1,0 +1,126 @@
+#include "mem/window.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/log.h"
+
+namespace ferry::mem {
+namespace {
+
+// What each rank tells the others about its buffer.
+struct WindowInfo {
+  int32_t pid = 0;
+  int32_t fd = -1;           // -1: not shared memory
+  uint64_t fileOffset = 0;
+  uint64_t bytes = 0;
+  uint64_t hostHash = 0;
+};
+
+// Every rank's verdict: did it map everything it needed?
+Result<bool> agree(PeerExchange& ex, int rank, size_t nranks, bool mine) {
+  std::vector<uint32_t> all(nranks, 0);
+  all[rank] = mine ? 1 : 0;
+  FERRY_TRY(ex.allGather(all.data(), sizeof(uint32_t)));
+  return std::all_of(all.begin(), all.end(), [](uint32_t v) { return v == 1; });
+}
+
+}  // namespace
+
+Result<Window*> WindowTable::add(PeerExchange& ex, int rank, const std::vector<PeerInfo>& peers,
+                                 void* buff, size_t bytes, int flags) {
+  auto w = std::make_unique<Window>();
+  w->id = nextId_++;
+  w->base = static_cast<char*>(buff);
+  w->bytes = bytes;
+  w->flags = flags;
+  w->peerBase.assign(peers.size(), nullptr);
+  w->peerBase[rank] = w->base;
+  FERRY_TRY(mapPeers(ex, rank, peers, w.get()));
+  windows_.push_back(std::move(w));
+  return windows_.back().get();
+}
+
+Status WindowTable::mapPeers(PeerExchange& ex, int rank, const std::vector<PeerInfo>& peers,
+                             Window* w) {
+  size_t n = peers.size();
+  SharedRange range;
+  std::vector<WindowInfo> all(n);
+  all[rank].pid = static_cast<int32_t>(getpid());
+  all[rank].bytes = w->bytes;
+  all[rank].hostHash = peers[rank].hostHash;
+  if (lookupShared(w->base, w->bytes, &range)) {
+    all[rank].fd = range.fd;
+    all[rank].fileOffset = range.fileOffset;
+  }
+  FERRY_TRY(ex.allGather(all.data(), sizeof(WindowInfo)));
+  for (size_t r = 0; r < n; ++r) {
+    if (all[r].bytes != w->bytes)
+      return invalidUsage("ncclCommWindowRegister: rank " + std::to_string(r) + " registers " +
+                          std::to_string(all[r].bytes) + " bytes, rank " + std::to_string(rank) +
+                          " " + std::to_string(w->bytes) + " (windows are symmetric: same size on every rank)");
+  }
+  bool ok = n > 1;
+  std::string why = n > 1 ? "" : "one rank";
+  for (size_t r = 0; r < n && ok; ++r) {
+    if (static_cast<int>(r) == rank) continue;
+    if (all[r].fd < 0 || all[r].hostHash != all[rank].hostHash) {
+      ok = false;
+      why = all[r].fd < 0 ? "rank " + std::to_string(r) + "'s buffer is not from ncclMemAlloc"
+                          : "rank " + std::to_string(r) + " is on another host";
+      break;
+    }
+    Result<PeerMapping> m = PeerMapping::map(all[r].pid, all[r].fd, all[r].fileOffset, w->bytes);
+    if (!m.isOk()) {
+      ok = false;
+      why = m.status().message();
+      break;
+    }
+    w->peerBase[r] = m.value().data();
+    w->maps.push_back(std::move(m.value()));
+  }
+  FERRY_ASSIGN(bool everyone, agree(ex, rank, n, ok));
+  if (everyone && !sync_) {
+    Result<std::unique_ptr<NodeSync>> s = NodeSync::create(ex, rank, static_cast<int>(n), peers);
+    bool made = s.isOk();
+    if (made) sync_ = std::move(s.value());
+    FERRY_ASSIGN(everyone, agree(ex, rank, n, made));
+    if (!made) why = s.status().message();
+    if (!everyone) sync_.reset();
+  }
+  w->shared = everyone;
+  if (!everyone) {
+    w->maps.clear();
+    std::fill(w->peerBase.begin(), w->peerBase.end(), nullptr);
+    w->peerBase[rank] = w->base;
+  }
+  FERRY_INFO(log::kInit, "window %u: %zu bytes at %p, %s%s%s", w->id, w->bytes,
+             static_cast<void*>(w->base), everyone ? "shared by every rank (symmetric collectives)"
+                                                   : "not shared",
+             why.empty() ? "" : ": ", why.c_str());
+  return Status::ok();
+}
+
+Status WindowTable::remove(const void* w) {
+  auto it = std::find_if(windows_.begin(), windows_.end(),
+                         [w](const std::unique_ptr<Window>& x) { return x.get() == w; });
+  if (it == windows_.end()) return invalidArgument("win is not a window of this communicator");
+  windows_.erase(it);
+  return Status::ok();
+}
+
+const Window* WindowTable::find(const void* p, size_t bytes, size_t* offset) const {
+  const char* c = static_cast<const char*>(p);
+  for (const auto& w : windows_) {
+    if (c < w->base || c > w->base + w->bytes) continue;
+    size_t off = static_cast<size_t>(c - w->base);
+    if (bytes > w->bytes - off) continue;
+    *offset = off;
+    return w.get();
+  }
+  return nullptr;
+}
+
+}  // namespace ferry::mem

@@ -1,0 +1,260 @@
+// Symmetric windows on real forked ranks (one host): buffers from
+// ncclMemAlloc registered with ncclCommWindowRegister run AllReduce,
+// ReduceScatter, AllGather and Broadcast as loads and stores on the peers'
+// memory (algorithms/symmetric.cc). Checked exactly for 2..5 ranks, several
+// sizes, dtypes and ops, in and out of place, with guard elements around
+// every output; every rank's TUNING log must name the symmetric algorithm.
+// Also: windows on malloc memory register but are not shared (collectives
+// still exact, on the usual algorithms); ranks that register different
+// sizes, or pass window buffers at different offsets, fail with
+// ncclInvalidUsage instead of hanging; a rank killed while the others wait
+// in a barrier makes every survivor fail within the timeout.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/mp/coll_cases.h"
+
+namespace ferry::mp {
+namespace {
+
+const std::string& logDir() { return testLogDir("sym"); }
+
+// One window per rank: an input area and an output area at fixed offsets
+// (the same on every rank, as NCCL's symmetric memory requires).
+struct Arena {
+  void* base = nullptr;
+  size_t bytes = 0;
+  ncclWindow_t win = nullptr;
+  char* in() const { return static_cast<char*>(base); }
+  char* out() const { return static_cast<char*>(base) + bytes / 2; }
+};
+
+constexpr size_t kArenaBytes = 16 << 20;
+constexpr size_t kGuardElems = 16;
+
+int openArena(const Rank& me, Arena* a) {
+  a->bytes = kArenaBytes;
+  MP_NCCL(ncclMemAlloc(&a->base, a->bytes));
+  MP_NCCL(ncclCommWindowRegister(me.comm, a->base, a->bytes, &a->win, NCCL_WIN_COLL_SYMMETRIC));
+  return 0;
+}
+
+int closeArena(const Rank& me, Arena* a) {
+  MP_NCCL(ncclCommWindowDeregister(me.comm, a->win));
+  MP_NCCL(ncclMemFree(a->base));
+  return 0;
+}
+
+size_t sz(ncclDataType_t dt) { return dtypeSize(dt); }
+
+// Fills `n` elements at p with sentinels (guards and unwritten outputs).
+void sentinel(ncclDataType_t dt, void* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) encodeValue(dt, sentinelValue(dt), p, i);
+}
+
+int checkRange(ncclDataType_t dt, const void* p, size_t n, const std::function<double(size_t)>& want,
+               const std::string& what) {
+  for (size_t i = 0; i < n; ++i) {
+    double got = decodeValue(dt, p, i);
+    MP_CHECK(got == want(i), "%s: element %zu is %g, expected %g", what.c_str(), i, got, want(i));
+  }
+  for (size_t i = n; i < n + kGuardElems; ++i)
+    MP_CHECK(decodeValue(dt, p, i) == sentinelValue(dt), "%s: guard %zu overwritten", what.c_str(), i - n);
+  return 0;
+}
+
+int allReduce(const Rank& me, const Arena& a, const RedCase& c, size_t count, bool inPlace) {
+  std::string what = "AllReduce " + std::string(opName(c.op)) + " count " + std::to_string(count) +
+                     (inPlace ? " in place" : "");
+  char* out = inPlace ? a.in() : a.out();
+  sentinel(c.dt, a.out(), count + kGuardElems);
+  sentinel(c.dt, a.in(), count + kGuardElems);
+  for (size_t i = 0; i < count; ++i) encodeValue(c.dt, redInput(c, me.rank, i), a.in(), i);
+  ncclRedOp_t op;
+  MP_NCCL(acquireOp(c.op, c.dt, me.comm, &op));
+  ncclResult_t r = ncclAllReduce(a.in(), out, count, c.dt, op, me.comm, nullptr);
+  MP_NCCL(releaseOp(c.op, op, me.comm));
+  MP_CHECK(r == ncclSuccess, "%s returned %s", what.c_str(), resultName(r).c_str());
+  return checkRange(c.dt, out, count, [&](size_t i) { return redExpected(c, i); }, what);
+}
+
+int reduceScatter(const Rank& me, const Arena& a, const RedCase& c, size_t count, bool inPlace) {
+  std::string what = "ReduceScatter count " + std::to_string(count) + (inPlace ? " in place" : "");
+  size_t total = count * me.nranks;
+  char* out = inPlace ? a.in() + me.rank * count * sz(c.dt) : a.out();
+  sentinel(c.dt, a.in(), total + kGuardElems);
+  sentinel(c.dt, a.out(), count + kGuardElems);
+  for (size_t i = 0; i < total; ++i) encodeValue(c.dt, redInput(c, me.rank, i), a.in(), i);
+  ncclRedOp_t op;
+  MP_NCCL(acquireOp(c.op, c.dt, me.comm, &op));
+  ncclResult_t r = ncclReduceScatter(a.in(), out, count, c.dt, op, me.comm, nullptr);
+  MP_NCCL(releaseOp(c.op, op, me.comm));
+  MP_CHECK(r == ncclSuccess, "%s returned %s", what.c_str(), resultName(r).c_str());
+  size_t base = me.rank * count;
+  // In place the guard after my block is the next rank's input block.
+  if (inPlace && me.rank + 1 < me.nranks) {
+    for (size_t i = 0; i < count; ++i)
+      MP_CHECK(decodeValue(c.dt, out, i) == redExpected(c, base + i), "%s: element %zu", what.c_str(), i);
+    return 0;
+  }
+  return checkRange(c.dt, out, count, [&](size_t i) { return redExpected(c, base + i); }, what);
+}
+
+int allGather(const Rank& me, const Arena& a, ncclDataType_t dt, size_t count, bool inPlace) {
+  std::string what = "AllGather count " + std::to_string(count) + (inPlace ? " in place" : "");
+  size_t total = count * me.nranks;
+  char* in = inPlace ? a.out() + me.rank * count * sz(dt) : a.in();
+  sentinel(dt, a.out(), total + kGuardElems);
+  for (size_t i = 0; i < count; ++i) encodeValue(dt, moveValue(dt, me.rank, i), in, i);
+  MP_NCCL(ncclAllGather(in, a.out(), count, dt, me.comm, nullptr));
+  return checkRange(dt, a.out(), total,
+                    [&](size_t i) { return moveValue(dt, int(i / count), i % count); }, what);
+}
+
+int broadcast(const Rank& me, const Arena& a, ncclDataType_t dt, size_t count, int root, bool inPlace) {
+  std::string what = "Broadcast count " + std::to_string(count) + " root " + std::to_string(root) +
+                     (inPlace ? " in place" : "");
+  char* in = inPlace ? a.out() : a.in();
+  sentinel(dt, a.out(), count + kGuardElems);
+  if (me.rank == root)
+    for (size_t i = 0; i < count; ++i) encodeValue(dt, moveValue(dt, root, i), in, i);
+  MP_NCCL(ncclBroadcast(in, a.out(), count, dt, root, me.comm, nullptr));
+  return checkRange(dt, a.out(), count, [&](size_t i) { return moveValue(dt, root, i); }, what);
+}
+
+int everyCollective(const Rank& me, const Arena& a) {
+  std::vector<RedCase> cases = standardReductions(me.nranks);
+  cases.push_back({ncclInt8, TestOp::kProd, me.nranks});
+  cases.push_back({ncclFloat64, TestOp::kMin, me.nranks});
+  for (bool inPlace : {false, true}) {
+    for (const RedCase& c : cases)
+      for (size_t count : {size_t{1}, size_t{7}, size_t{5000}}) MP_TRY(allReduce(me, a, c, count, inPlace));
+    MP_TRY(allReduce(me, a, {ncclInt32, TestOp::kSum, me.nranks}, 1000003, inPlace));
+    for (const RedCase& c : cases)
+      for (size_t count : {size_t{1}, size_t{700}, size_t{100001}}) MP_TRY(reduceScatter(me, a, c, count, inPlace));
+    for (ncclDataType_t dt : {ncclInt32, ncclUint8, ncclFloat64})
+      for (size_t count : {size_t{1}, size_t{700}, size_t{100001}}) MP_TRY(allGather(me, a, dt, count, inPlace));
+    for (int root : {0, me.nranks - 1})
+      for (size_t count : {size_t{3}, size_t{300001}}) MP_TRY(broadcast(me, a, ncclInt32, count, root, inPlace));
+  }
+  return 0;
+}
+
+int symmetricBody(int rank, int n, const ncclUniqueId& id) {
+  return withComm(rank, n, id, [](const Rank& me) {
+    Arena a;
+    MP_TRY(openArena(me, &a));
+    MP_TRY(everyCollective(me, a));
+    return closeArena(me, &a);
+  });
+}
+
+RunOptions opts(const std::string& tag, Env env = {}) {
+  return loggedOptions(logDir(), tag, "TUNING,INIT", std::move(env), 240);
+}
+
+class MpSymmetric : public ::testing::TestWithParam<int> {};
+
+TEST_P(MpSymmetric, EveryCollectiveExact) {
+  int n = GetParam();
+  std::string tag = "all" + std::to_string(n);
+  RunResult res = runRanks(n, symmetricBody, opts(tag));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), tag, "shared by every rank (symmetric collectives)"), n);
+  for (const char* line : {"AllReduce count 1000003 elemSize 4: algorithm symmetric",
+                           "ReduceScatter count 100001 elemSize 4: algorithm symmetric",
+                           "AllGather count 100001 elemSize 4: algorithm symmetric",
+                           "Broadcast count 300001 elemSize 4: algorithm symmetric"})
+    EXPECT_EQ(logFilesWith(logDir(), tag, line), n) << line;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MpSymmetric, ::testing::Values(2, 3, 4, 5));
+
+// NCCL_ALGO=symmetric forces it at every size (8 bytes too).
+TEST(MpSymmetricForced, SmallAndLargeExact) {
+  RunResult res = runRanks(4, symmetricBody, opts("forced", {{"NCCL_ALGO", "symmetric"}}));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "forced", "AllReduce count 1 elemSize 4: algorithm symmetric"), 4);
+}
+
+// Windows over malloc memory: registered, not shared; still exact.
+TEST(MpSymmetric, MallocWindowsNotShared) {
+  RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      std::vector<char> mem(kArenaBytes);
+      Arena a{mem.data(), mem.size(), nullptr};
+      MP_NCCL(ncclCommWindowRegister(me.comm, a.base, a.bytes, &a.win, NCCL_WIN_COLL_SYMMETRIC));
+      MP_TRY(allReduce(me, a, {ncclInt32, TestOp::kSum, me.nranks}, 100000, false));
+      MP_NCCL(ncclCommWindowDeregister(me.comm, a.win));
+      return 0;
+    });
+  }, opts("malloc"));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "malloc", "not shared: rank"), 3);
+  EXPECT_EQ(logFilesWith(logDir(), "malloc", "algorithm symmetric"), 0);
+}
+
+// Sizes that differ between ranks: every rank's registration fails.
+TEST(MpSymmetric, DifferentSizesRefused) {
+  RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      void* p = nullptr;
+      MP_NCCL(ncclMemAlloc(&p, 1 << 20));
+      ncclWindow_t w = nullptr;
+      size_t bytes = me.rank == 1 ? 4096 : 8192;
+      ncclResult_t r = ncclCommWindowRegister(me.comm, p, bytes, &w, NCCL_WIN_COLL_SYMMETRIC);
+      MP_CHECK(r == ncclInvalidUsage, "rank %d: register returned %s", me.rank, resultName(r).c_str());
+      MP_NCCL(ncclMemFree(p));
+      return 0;
+    });
+  }, opts("sizes"));
+  EXPECT_RANKS_OK(res);
+}
+
+// Rank 1 passes its buffers at another offset of the window: the ranks'
+// descriptors differ at the first barrier and every rank fails.
+TEST(MpSymmetric, MismatchedOffsetsFailEveryRank) {
+  RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      Arena a;
+      MP_TRY(openArena(me, &a));
+      size_t shift = me.rank == 1 ? 4096 : 0;
+      ncclResult_t r = ncclAllReduce(a.in() + shift, a.out(), 1000, ncclInt32, ncclSum, me.comm, nullptr);
+      MP_CHECK(r == ncclInvalidUsage, "rank %d: AllReduce returned %s", me.rank, resultName(r).c_str());
+      return 0;
+    });
+  }, opts("offsets"));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "offsets", "ranks disagree on a collective over symmetric windows"), 3);
+}
+
+// A rank dies while the others loop on symmetric AllReduces: the survivors
+// fail (liveness checks of the barrier's peers), well within the timeout.
+TEST(MpSymmetric, KilledRankFailsSurvivors) {
+  RunOptions o = killAtReadyOptions(2, 20, 10000, 100);
+  RunResult res = runRanks(4, [](int rank, int n, const ncclUniqueId& id) {
+    ncclComm_t comm = nullptr;
+    MP_NCCL(initComm(&comm, n, id, rank));
+    Rank me{comm, rank, n};
+    Arena a;
+    MP_TRY(openArena(me, &a));
+    ncclResult_t r = ncclSuccess;
+    int64_t deadline = monoNs() + int64_t(60000) * 1000000;
+    for (int iter = 0; r == ncclSuccess; ++iter) {
+      if (rank == 2 && iter == 3) harnessSignalReady();
+      r = ncclAllReduce(a.in(), a.out(), 1 << 20, ncclFloat32, ncclSum, comm, nullptr);
+      MP_CHECK(monoNs() < deadline, "rank %d: no error 60 s into the loop", rank);
+    }
+    MP_CHECK(r == ncclRemoteError || r == ncclSystemError, "survivor %d: %s", rank, resultName(r).c_str());
+    ncclCommAbort(comm);
+    return 0;
+  }, o);
+  ASSERT_RANKS_OK(res);
+  EXPECT_TRUE(res.ranks[2].killedByHarness) << res.summary();
+}
+
+}  // namespace
+}  // namespace ferry::mp

@@ -1,0 +1,154 @@
+// The symmetric schedules (algorithms/symmetric.cc) run in a simulator of
+// shared memory: every rank's buffers are visible to all, barriers wait for
+// every rank, and the ranks advance in several interleavings (round robin,
+// reverse, one rank far ahead). A rank that finishes overwrites its input
+// at once, as a caller reusing its buffer would, so a schedule that reads
+// a peer's input after that peer could have returned gives wrong sums.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "algorithms/builders.h"
+#include "algorithms/tuner.h"
+
+namespace ferry {
+namespace {
+
+using Bytes = std::vector<char>;
+
+struct SymSim {
+  int n;
+  std::vector<Schedule> scheds;
+  std::vector<std::vector<Bytes>> bufs;  // [rank][input, output]
+  std::vector<size_t> pos;
+  std::vector<int> arrived;              // barriers each rank has reached
+
+  char* at(int r, const Region& g) { return bufs[g.peer >= 0 ? g.peer : r][g.buf].data() + g.offset; }
+
+  bool step(int r) {
+    const std::vector<Step>& steps = scheds[r].lanes[0].steps;
+    if (pos[r] >= steps.size()) return false;
+    const Step& s = steps[pos[r]];
+    switch (s.kind) {
+      case StepKind::kBarrier: {
+        int mine = 0;
+        for (size_t i = 0; i < pos[r]; ++i) mine += steps[i].kind == StepKind::kBarrier;
+        arrived[r] = mine + 1;
+        for (int p = 0; p < n; ++p)
+          if (arrived[p] < mine + 1) return false;
+        break;
+      }
+      case StepKind::kCopy:
+        if (s.bytes) std::memmove(at(r, s.dst), at(r, s.src), s.bytes);
+        break;
+      case StepKind::kLocalReduce:
+        for (size_t i = 0; i < s.bytes / 8; ++i) {
+          int64_t x, y;
+          std::memcpy(&x, at(r, s.src) + 8 * i, 8);
+          std::memcpy(&y, at(r, s.dst) + 8 * i, 8);
+          x += y;
+          std::memcpy(at(r, s.dst) + 8 * i, &x, 8);
+        }
+        break;
+      default:
+        ADD_FAILURE() << "symmetric schedules only copy, reduce and wait: " << stepName(s.kind);
+    }
+    if (++pos[r] == steps.size()) std::fill(bufs[r][kInputBuf].begin(), bufs[r][kInputBuf].end(), 0x5a);
+    return true;
+  }
+
+  // order 0: round robin one step each; 1: reverse; 2: each rank as far as it can.
+  void run(int order) {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int k = 0; k < n; ++k) {
+        int r = order == 1 ? n - 1 - k : k;
+        if (order == 2) {
+          while (step(r)) moved = true;
+        } else {
+          moved = step(r) || moved;
+        }
+      }
+    }
+    for (int r = 0; r < n; ++r) ASSERT_EQ(pos[r], scheds[r].lanes[0].steps.size()) << "stuck: rank " << r;
+  }
+};
+
+int64_t val(int rank, size_t i) { return rank * 1000003 + static_cast<int64_t>(i); }
+
+int64_t word(const Bytes& b, size_t i) {
+  int64_t v;
+  std::memcpy(&v, b.data() + 8 * i, 8);
+  return v;
+}
+
+SymSim simulate(CollKind kind, int n, size_t count, int root, int order) {
+  CommView v = makeView(std::vector<uint64_t>(n, 0));
+  SymSim sim{n, {}, {}, std::vector<size_t>(n, 0), std::vector<int>(n, 0)};
+  size_t in = kind == CollKind::kReduceScatter ? count * n : count;
+  size_t out = kind == CollKind::kAllGather ? count * n : count;
+  for (int r = 0; r < n; ++r) {
+    CollArgs a{kind, r, n, root, count, 8, false, true};
+    EXPECT_TRUE(symmetricSupports(a, v));
+    sim.scheds.push_back(symmetricSchedule(a, v));
+    Bytes ib(in * 8), ob(out * 8, 0);
+    for (size_t i = 0; i < in; ++i) {
+      int64_t x = val(r, i);
+      std::memcpy(ib.data() + 8 * i, &x, 8);
+    }
+    sim.bufs.push_back({ib, ob});
+  }
+  sim.run(order);
+  return sim;
+}
+
+int64_t sumAt(int n, size_t i) {
+  int64_t t = 0;
+  for (int r = 0; r < n; ++r) t += val(r, i);
+  return t;
+}
+
+TEST(SymmetricSim, EveryKindExactInEveryOrder) {
+  for (int n : {2, 3, 4, 5, 8})
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{9000}})
+      for (int order : {0, 1, 2}) {
+        SCOPED_TRACE("n " + std::to_string(n) + " count " + std::to_string(count) + " order " +
+                     std::to_string(order));
+        SymSim ar = simulate(CollKind::kAllReduce, n, count, 0, order);
+        SymSim rs = simulate(CollKind::kReduceScatter, n, count, 0, order);
+        SymSim ag = simulate(CollKind::kAllGather, n, count, 0, order);
+        SymSim bc = simulate(CollKind::kBroadcast, n, count, n - 1, order);
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(word(ar.bufs[r][kOutputBuf], i), sumAt(n, i)) << "AllReduce rank " << r;
+            ASSERT_EQ(word(rs.bufs[r][kOutputBuf], i), sumAt(n, r * count + i)) << "ReduceScatter";
+            ASSERT_EQ(word(bc.bufs[r][kOutputBuf], i), val(n - 1, i)) << "Broadcast";
+            for (int p = 0; p < n; ++p) ASSERT_EQ(word(ag.bufs[r][kOutputBuf], p * count + i), val(p, i));
+          }
+      }
+}
+
+// Only calls whose buffers are in shared windows on one host qualify; the
+// tuner takes it for a large AllReduce there.
+TEST(SymmetricSim, SupportAndChoice) {
+  CommView one = makeView(std::vector<uint64_t>(4, 0));
+  CommView two = makeView({1, 1, 2, 2});
+  CollArgs a{CollKind::kAllReduce, 0, 4, 0, 1 << 20, 4, false, true};
+  EXPECT_TRUE(symmetricSupports(a, one));
+  EXPECT_FALSE(symmetricSupports(a, two));
+  CollArgs plain = a;
+  plain.symmetric = false;
+  EXPECT_FALSE(symmetricSupports(plain, one));
+  for (CollKind k : {CollKind::kReduce, CollKind::kAllToAll, CollKind::kGather}) {
+    CollArgs b = a;
+    b.kind = k;
+    EXPECT_FALSE(symmetricSupports(b, one)) << collName(k);
+  }
+  Result<Choice> c = chooseAlgorithm(a, one, CollFilter());
+  ASSERT_TRUE(c.isOk());
+  EXPECT_STREQ(c.value().algo->name, "symmetric");
+}
+
+}  // namespace
+}  // namespace ferry
