@@ -208,14 +208,16 @@ const HostCalibration& hostCalibration() {
     std::string path = calibrationPath();
     if (!path.empty()) {
       Result<HostCalibration> r = readCalibration(path);
-      if (r.isOk()) cal = r.take();
-      // An older Ferry measured no step latency: measure all again.
-      if (r.isOk() && cal.stepLatencyUs <= 0) {
-        FERRY_INFO(log::kTuning, "calibration file %s has no step latency: measuring again", path.c_str());
-        cal = HostCalibration{};
-      }
-      else if (access(path.c_str(), F_OK) == 0)
+      if (r.isOk()) {
+        cal = r.take();
+        // An older Ferry measured no step latency: measure all again.
+        if (cal.stepLatencyUs <= 0) {
+          FERRY_INFO(log::kTuning, "calibration file %s has no step latency: measuring again", path.c_str());
+          cal = HostCalibration{};
+        }
+      } else if (access(path.c_str(), F_OK) == 0) {
         FERRY_WARN("ignoring calibration file: %s", r.status().message().c_str());
+      }
     }
     if (cal.memcpyBytesPerUs <= 0) {
       cal = measureCalibration();
