@@ -151,7 +151,11 @@ double symTwoShotCost(const CollArgs& a, const CommView& v) {
   return 3 * sync(a, v) + cost::reduce(v, f * bytes) + cost::transfer(v, v.self, f * bytes);
 }
 
-bool oneShot(const CollArgs& a, const CommView& v) { return symOneShotCost(a, v) <= symTwoShotCost(a, v); }
+// In place, one-shot would overwrite a rank's input while the others still
+// read all of it.
+bool oneShot(const CollArgs& a, const CommView& v) {
+  return !a.inPlace && symOneShotCost(a, v) <= symTwoShotCost(a, v);
+}
 
 }  // namespace
 
@@ -179,7 +183,7 @@ double symmetricCost(const CollArgs& a, const CommView& v) {
   double block = static_cast<double>(a.count * a.elemSize);
   switch (a.kind) {
     case CollKind::kAllReduce:
-      return std::min(symOneShotCost(a, v), symTwoShotCost(a, v));
+      return oneShot(a, v) ? symOneShotCost(a, v) : symTwoShotCost(a, v);
     case CollKind::kReduceScatter:
       return 2 * sync(a, v) + cost::reduce(v, (n - 1) * block);
     case CollKind::kAllGather:

@@ -23,8 +23,12 @@ struct SymSim {
   std::vector<std::vector<Bytes>> bufs;  // [rank][input, output]
   std::vector<size_t> pos;
   std::vector<int> arrived;              // barriers each rank has reached
+  bool inPlace = false;                  // output is the input (AllReduce, Broadcast)
 
-  char* at(int r, const Region& g) { return bufs[g.peer >= 0 ? g.peer : r][g.buf].data() + g.offset; }
+  char* at(int r, const Region& g) {
+    uint32_t buf = inPlace ? kInputBuf : g.buf;
+    return bufs[g.peer >= 0 ? g.peer : r][buf].data() + g.offset;
+  }
 
   bool step(int r) {
     const std::vector<Step>& steps = scheds[r].lanes[0].steps;
@@ -54,7 +58,8 @@ struct SymSim {
       default:
         ADD_FAILURE() << "symmetric schedules only copy, reduce and wait: " << stepName(s.kind);
     }
-    if (++pos[r] == steps.size()) std::fill(bufs[r][kInputBuf].begin(), bufs[r][kInputBuf].end(), 0x5a);
+    if (++pos[r] == steps.size() && !inPlace)
+      std::fill(bufs[r][kInputBuf].begin(), bufs[r][kInputBuf].end(), 0x5a);
     return true;
   }
 
@@ -83,13 +88,13 @@ int64_t word(const Bytes& b, size_t i) {
   return v;
 }
 
-SymSim simulate(CollKind kind, int n, size_t count, int root, int order) {
+SymSim simulate(CollKind kind, int n, size_t count, int root, int order, bool inPlace = false) {
   CommView v = makeView(std::vector<uint64_t>(n, 0));
-  SymSim sim{n, {}, {}, std::vector<size_t>(n, 0), std::vector<int>(n, 0)};
+  SymSim sim{n, {}, {}, std::vector<size_t>(n, 0), std::vector<int>(n, 0), inPlace};
   size_t in = kind == CollKind::kReduceScatter ? count * n : count;
   size_t out = kind == CollKind::kAllGather ? count * n : count;
   for (int r = 0; r < n; ++r) {
-    CollArgs a{kind, r, n, root, count, 8, false, true};
+    CollArgs a{kind, r, n, root, count, 8, inPlace, true};
     EXPECT_TRUE(symmetricSupports(a, v));
     sim.scheds.push_back(symmetricSchedule(a, v));
     Bytes ib(in * 8), ob(out * 8, 0);
@@ -125,6 +130,24 @@ TEST(SymmetricSim, EveryKindExactInEveryOrder) {
             ASSERT_EQ(word(rs.bufs[r][kOutputBuf], i), sumAt(n, r * count + i)) << "ReduceScatter";
             ASSERT_EQ(word(bc.bufs[r][kOutputBuf], i), val(n - 1, i)) << "Broadcast";
             for (int p = 0; p < n; ++p) ASSERT_EQ(word(ag.bufs[r][kOutputBuf], p * count + i), val(p, i));
+          }
+      }
+}
+
+// In place (AllReduce, Broadcast: the output is the input buffer), small and
+// large, so both AllReduce variants run.
+TEST(SymmetricSim, InPlaceExact) {
+  for (int n : {2, 3, 4, 8})
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{200000}})
+      for (int order : {0, 1, 2}) {
+        SCOPED_TRACE("n " + std::to_string(n) + " count " + std::to_string(count) + " order " +
+                     std::to_string(order));
+        SymSim ar = simulate(CollKind::kAllReduce, n, count, 0, order, true);
+        SymSim bc = simulate(CollKind::kBroadcast, n, count, 1, order, true);
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(word(ar.bufs[r][kInputBuf], i), sumAt(n, i)) << "AllReduce rank " << r;
+            ASSERT_EQ(word(bc.bufs[r][kInputBuf], i), val(1, i)) << "Broadcast rank " << r;
           }
       }
 }
