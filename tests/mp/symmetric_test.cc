@@ -66,18 +66,32 @@ int checkRange(ncclDataType_t dt, const void* p, size_t n, const std::function<d
   return 0;
 }
 
+// Sentinels over `in` and `out` areas, this rank's inputs into `in`.
+void prepare(const Rank& me, const RedCase& c, char* in, size_t inCount, char* out, size_t outCount) {
+  sentinel(c.dt, out, outCount + kGuardElems);
+  sentinel(c.dt, in, inCount + kGuardElems);
+  for (size_t i = 0; i < inCount; ++i) encodeValue(c.dt, redInput(c, me.rank, i), in, i);
+}
+
+// Runs call(op) with c's reduction operator created for it.
+int withOp(const Rank& me, const RedCase& c, const std::string& what,
+           const std::function<ncclResult_t(ncclRedOp_t)>& call) {
+  ncclRedOp_t op;
+  MP_NCCL(acquireOp(c.op, c.dt, me.comm, &op));
+  ncclResult_t r = call(op);
+  MP_NCCL(releaseOp(c.op, op, me.comm));
+  MP_CHECK(r == ncclSuccess, "%s returned %s", what.c_str(), resultName(r).c_str());
+  return 0;
+}
+
 int allReduce(const Rank& me, const Arena& a, const RedCase& c, size_t count, bool inPlace) {
   std::string what = "AllReduce " + std::string(opName(c.op)) + " count " + std::to_string(count) +
                      (inPlace ? " in place" : "");
   char* out = inPlace ? a.in() : a.out();
-  sentinel(c.dt, a.out(), count + kGuardElems);
-  sentinel(c.dt, a.in(), count + kGuardElems);
-  for (size_t i = 0; i < count; ++i) encodeValue(c.dt, redInput(c, me.rank, i), a.in(), i);
-  ncclRedOp_t op;
-  MP_NCCL(acquireOp(c.op, c.dt, me.comm, &op));
-  ncclResult_t r = ncclAllReduce(a.in(), out, count, c.dt, op, me.comm, nullptr);
-  MP_NCCL(releaseOp(c.op, op, me.comm));
-  MP_CHECK(r == ncclSuccess, "%s returned %s", what.c_str(), resultName(r).c_str());
+  prepare(me, c, a.in(), count, a.out(), count);
+  MP_TRY(withOp(me, c, what, [&](ncclRedOp_t op) {
+    return ncclAllReduce(a.in(), out, count, c.dt, op, me.comm, nullptr);
+  }));
   return checkRange(c.dt, out, count, [&](size_t i) { return redExpected(c, i); }, what);
 }
 
@@ -85,14 +99,10 @@ int reduceScatter(const Rank& me, const Arena& a, const RedCase& c, size_t count
   std::string what = "ReduceScatter count " + std::to_string(count) + (inPlace ? " in place" : "");
   size_t total = count * me.nranks;
   char* out = inPlace ? a.in() + me.rank * count * sz(c.dt) : a.out();
-  sentinel(c.dt, a.in(), total + kGuardElems);
-  sentinel(c.dt, a.out(), count + kGuardElems);
-  for (size_t i = 0; i < total; ++i) encodeValue(c.dt, redInput(c, me.rank, i), a.in(), i);
-  ncclRedOp_t op;
-  MP_NCCL(acquireOp(c.op, c.dt, me.comm, &op));
-  ncclResult_t r = ncclReduceScatter(a.in(), out, count, c.dt, op, me.comm, nullptr);
-  MP_NCCL(releaseOp(c.op, op, me.comm));
-  MP_CHECK(r == ncclSuccess, "%s returned %s", what.c_str(), resultName(r).c_str());
+  prepare(me, c, a.in(), total, a.out(), count);
+  MP_TRY(withOp(me, c, what, [&](ncclRedOp_t op) {
+    return ncclReduceScatter(a.in(), out, count, c.dt, op, me.comm, nullptr);
+  }));
   size_t base = me.rank * count;
   // In place the guard after my block is the next rank's input block.
   if (inPlace && me.rank + 1 < me.nranks) {
