@@ -5,6 +5,8 @@
 //
 // Buffers are host memory and the stream is NULL; Ferry completes a
 // collective on host buffers before the call returns, so no stream sync.
+// -R 1/2 take the two sweep buffers from ncclMemAlloc and register them
+// (bench_register.h).
 
 #include <nccl.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 
 #include "tools/demo/bench_nccl.h"
 #include "tools/demo/bench_options.h"
+#include "tools/demo/bench_register.h"
 #include "tools/demo/bench_report.h"
 #include "tools/demo/bench_sweep.h"
 #include "tools/demo/fork_launch.h"
@@ -24,7 +27,8 @@ namespace {
 
 class FerryBackend : public SweepBackend {
  public:
-  FerryBackend(RankContext& ctx, ncclComm_t comm) : ctx_(ctx), comm_(comm) {}
+  FerryBackend(RankContext& ctx, ncclComm_t comm, int localRegister)
+      : ctx_(ctx), comm_(comm), reg_(localRegister, ctx.rank()) {}
 
   bool allReduce(const float* send, float* recv, size_t count) override {
     return ncclOk(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm_, nullptr), comm_,
@@ -42,9 +46,24 @@ class FerryBackend : public SweepBackend {
     return ctx_.combine(seconds, wrong, maxSeconds, sumWrong, badRanks);
   }
 
+  int allocBuffers(size_t count, float** send, float** recv) override {
+    if (reg_.mode() == kRegisterNone) return SweepBackend::allocBuffers(count, send, recv);
+    *send = static_cast<float*>(reg_.alloc(count * sizeof(float)));
+    *recv = static_cast<float*>(reg_.alloc(count * sizeof(float)));
+    if (*send == nullptr || *recv == nullptr) return kExitInternal;
+    return reg_.registerAll(comm_) ? kExitOk : kExitLibrary;
+  }
+
+  // The memory itself goes in reg_'s destructor, after the comm is gone.
+  bool freeBuffers(float* send, float* recv, bool healthy) override {
+    if (reg_.mode() == kRegisterNone) return SweepBackend::freeBuffers(send, recv, healthy);
+    return !healthy || reg_.deregisterAll(comm_);
+  }
+
  private:
   RankContext& ctx_;
   ncclComm_t comm_;
+  RegisteredBuffers reg_;
   float token_ = 0;
 };
 
@@ -85,7 +104,9 @@ int rankMain(RankContext& ctx, const Options& o) {
   Report report(stdout, "all_reduce_perf");
   if (rank == 0) printHeader(report, o, ctx);
 
-  FerryBackend backend(ctx, comm);
+  // Its -R buffers are freed when it goes out of scope, after the comm's
+  // destroy or abort below.
+  FerryBackend backend(ctx, comm, o.localRegister);
   int code = runAllReduceSweep(o, rank, ctx.nranks(), backend, rank == 0 ? &report : nullptr);
   if (code == kExitLibrary || code == kExitInternal) {
     ncclCommAbort(comm);

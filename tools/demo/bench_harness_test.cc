@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "tools/demo/bench_data.h"
@@ -46,7 +47,7 @@ TEST(BenchOptions, ParsesEveryOption) {
   Options o;
   std::string err;
   ASSERT_TRUE(parseArgs({"--nranks", "3", "-b", "16", "-e", "4K", "-f", "4", "-n", "7", "-w",
-                         "2", "-c", "0", "-r", "9", "-T", "30"},
+                         "2", "-c", "0", "-r", "9", "-T", "30", "-R", "2"},
                         &o, &err))
       << err;
   EXPECT_EQ(o.nranks, 3);
@@ -58,7 +59,12 @@ TEST(BenchOptions, ParsesEveryOption) {
   EXPECT_EQ(o.check, 0);
   EXPECT_EQ(o.repeats, 9);
   EXPECT_EQ(o.timeoutSec, 30);
+  EXPECT_EQ(o.localRegister, 2);
   EXPECT_FALSE(o.help);
+  Options d;
+  ASSERT_TRUE(parseArgs({"--local_register", "1"}, &d, &err)) << err;
+  EXPECT_EQ(d.localRegister, 1);
+  EXPECT_EQ(Options().localRegister, 0);
 }
 
 TEST(BenchOptions, RejectsBadInput) {
@@ -72,6 +78,11 @@ TEST(BenchOptions, RejectsBadInput) {
   EXPECT_FALSE(parseArgs({"-q"}, &o, &err));
   EXPECT_FALSE(parseArgs({"-b"}, &o, &err));
   EXPECT_FALSE(parseArgs({"stray"}, &o, &err));
+  for (const char* bad : {"3", "-1", "x", "01"}) {
+    EXPECT_FALSE(parseArgs({"-R", bad}, &o, &err)) << bad;
+    EXPECT_EQ(err, std::string("invalid value '") + bad +
+                       "' for -R (0 none, 1 ncclCommRegister, 2 ncclCommWindowRegister)");
+  }
 }
 
 TEST(BenchOptions, SweepSizes) {

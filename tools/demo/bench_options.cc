@@ -35,6 +35,16 @@ bool parseSize(const std::string& text, size_t* bytes) {
   return true;
 }
 
+bool parseRegisterMode(const std::string& text, int* mode, std::string* error) {
+  if (text == "0" || text == "1" || text == "2") {
+    *mode = text[0] - '0';
+    return true;
+  }
+  *error = "invalid value '" + text +
+           "' for -R (0 none, 1 ncclCommRegister, 2 ncclCommWindowRegister)";
+  return false;
+}
+
 namespace {
 
 bool parseInt(const char* text, int64_t lo, int64_t hi, int64_t* out) {
@@ -59,6 +69,7 @@ const option kLongOptions[] = {
     {"check", required_argument, nullptr, 'c'},
     {"repeats", required_argument, nullptr, 'r'},
     {"timeout", required_argument, nullptr, 'T'},
+    {"local_register", required_argument, nullptr, 'R'},
     {"help", no_argument, nullptr, 'h'},
     {nullptr, 0, nullptr, 0},
 };
@@ -120,6 +131,8 @@ bool applyOption(int c, const char* arg, Options* o, std::string* error) {
       if (!needInt(0, 1 << 24)) return false;
       o->timeoutSec = static_cast<int>(v);
       return true;
+    case 'R':
+      return parseRegisterMode(arg, &o->localRegister, error);
     case 'h': o->help = true; return true;
     default:
       *error = "unknown option (see -h)";
@@ -133,7 +146,7 @@ bool parseOptions(int argc, char** argv, Options* opts, std::string* error) {
   optind = 1;  // getopt keeps global state; allow repeated parsing (tests)
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":t:b:e:f:i:n:w:c:r:T:h", kLongOptions, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":t:b:e:f:i:n:w:c:r:T:R:h", kLongOptions, nullptr)) != -1) {
     if (c == ':') {
       *error = std::string("option ") + argv[optind - 1] + " needs a value";
       return false;
@@ -169,6 +182,10 @@ std::string usage(const char* prog, const Options& d) {
     << "  -r, --repeats N    timed repeats, roofline reports the median (default " << d.repeats
     << ")\n"
     << "  -T, --timeout S    watchdog deadline in seconds, 0 = none (default " << d.timeoutSec
+    << ")\n"
+    << "  -R, --local_register 0/1/2  Ferry demo only: buffers from ncclMemAlloc,\n"
+    << "                     registered with ncclCommRegister (1) or as symmetric\n"
+    << "                     windows, ncclCommWindowRegister (2) (default " << d.localRegister
     << ")\n"
     << "  -h, --help         this text\n";
   return s.str();

@@ -21,12 +21,17 @@ struct Options {
   int check = 1;               // -c, checked iterations per size (0 = no check)
   int repeats = 5;             // -r, timed repeats (roofline: median of these)
   int timeoutSec = 900;        // -T, watchdog deadline for the whole run (0 = none)
+  int localRegister = 0;       // -R 0/1/2 (bench_register.h); only the Ferry demo registers
   bool help = false;           // -h
 };
 
 // Parses "8", "1K", "0.5M", "2G" (binary suffixes, as nccl-tests). Returns
 // false on anything else, including an empty string or a negative number.
 bool parseSize(const std::string& text, size_t* bytes);
+
+// Parses -R, --local_register: 0, 1 or 2 (see bench_register.h). On anything
+// else returns false and sets *error to a reason naming the choices.
+bool parseRegisterMode(const std::string& text, int* mode, std::string* error);
 
 // Parses argv into *opts (starting from the values already there, so a driver
 // can change the defaults first). On a bad argument returns false and sets

@@ -22,6 +22,18 @@ float* allocFloats(size_t count) {
 
 void freeFloats(float* p) { std::free(p); }
 
+int SweepBackend::allocBuffers(size_t count, float** send, float** recv) {
+  *send = allocFloats(count);
+  *recv = allocFloats(count);
+  return *send != nullptr && *recv != nullptr ? kExitOk : kExitInternal;
+}
+
+bool SweepBackend::freeBuffers(float* send, float* recv, bool /*healthy*/) {
+  freeFloats(send);
+  freeFloats(recv);
+  return true;
+}
+
 namespace {
 
 struct Measured {
@@ -84,41 +96,36 @@ bool settle(SweepBackend& be, float* send, float* recv, size_t count, int rank) 
   }
 }
 
-}  // namespace
-
-int runAllReduceSweep(const Options& o, int rank, int nranks, SweepBackend& be, Report* report) {
-  size_t maxCount = o.maxBytes / sizeof(float);
-  float* send = allocFloats(maxCount);
-  float* recv = allocFloats(maxCount);
-  if (send == nullptr || recv == nullptr) {
-    std::fprintf(stderr, "rank %d: cannot allocate 2 x %zu bytes\n", rank, o.maxBytes);
-    freeFloats(send);
-    freeFloats(recv);
-    return kExitInternal;
-  }
-  int code = kExitOk;
+// Every size, out of place then in place; an exit code.
+int runSizes(const Options& o, int rank, int nranks, float* send, float* recv, SweepBackend& be,
+             Report* report) {
   std::vector<size_t> sizes = sweepSizes(o, sizeof(float));
   // Small ops suffice to settle; a large first size gets its per-size warmup.
   size_t settleCount = sizes.empty() ? 0 : std::min<size_t>(sizes[0] / sizeof(float), 4096);
-  if (!sizes.empty() && !settle(be, send, recv, settleCount, rank)) {
-    code = kExitLibrary;
-  }
-  for (size_t k = 0; k < sizes.size() && code == kExitOk; ++k) {
+  if (!sizes.empty() && !settle(be, send, recv, settleCount, rank)) return kExitLibrary;
+  for (size_t k = 0; k < sizes.size(); ++k) {
     size_t count = sizes[k] / sizeof(float);
     Measured oop = measure(o, k, count, rank, nranks, send, recv, false, be);
-    if (!oop.ok) {
-      code = kExitLibrary;
-      break;
-    }
+    if (!oop.ok) return kExitLibrary;
     Measured ip = measure(o, k, count, rank, nranks, send, recv, true, be);
-    if (!ip.ok) {
-      code = kExitLibrary;
-      break;
-    }
+    if (!ip.ok) return kExitLibrary;
     if (report != nullptr) report->row(sizes[k], count, "float", "sum", -1, oop.half, ip.half);
   }
-  freeFloats(send);
-  freeFloats(recv);
+  return kExitOk;
+}
+
+}  // namespace
+
+int runAllReduceSweep(const Options& o, int rank, int nranks, SweepBackend& be, Report* report) {
+  float* send = nullptr;
+  float* recv = nullptr;
+  int code = be.allocBuffers(o.maxBytes / sizeof(float), &send, &recv);
+  if (code == kExitInternal) {
+    std::fprintf(stderr, "rank %d: cannot allocate 2 x %zu bytes\n", rank, o.maxBytes);
+  } else if (code == kExitOk) {
+    code = runSizes(o, rank, nranks, send, recv, be, report);
+  }
+  if (!be.freeBuffers(send, recv, code == kExitOk) && code == kExitOk) code = kExitLibrary;
   if (report != nullptr && code == kExitOk) {
     report->footer();
     if (report->outOfBounds() > 0) code = kExitWrong;

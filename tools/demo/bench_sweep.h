@@ -31,6 +31,14 @@ class SweepBackend {
   // the number of ranks with wrong > 0. Collective over all ranks.
   virtual bool combine(double seconds, int64_t wrong, double* maxSeconds, int64_t* sumWrong,
                        int* badRanks) = 0;
+  // The send and receive buffers, count floats each; by default allocFloats
+  // (the Ferry demo's -R takes them from ncclMemAlloc and registers them).
+  // Returns kExitOk, kExitInternal when memory ran out (the sweep says so)
+  // or kExitLibrary after printing the call that failed.
+  virtual int allocBuffers(size_t count, float** send, float** recv);
+  // Gives back what allocBuffers set (either may be null). healthy: no call
+  // failed, so collective clean-up is safe. False after printing a failure.
+  virtual bool freeBuffers(float* send, float* recv, bool healthy);
 };
 
 // Runs the sweep; report is non-null on rank 0 only, which also prints the

@@ -18,6 +18,8 @@ expect(255 "minbytes" -b 2K -e 1K)
 expect(255 "invalid value 'bogus' for -d" -d bogus)
 expect(255 "invalid value 'mulsum' for -o" -o mulsum)
 expect(255 "unknown option" --no-such-option)
+expect(255 "invalid value '3' for -R \\(0 none, 1 ncclCommRegister, 2 ncclCommWindowRegister\\)"
+       -R 3)
 expect(5 "host memory has no GPUs" -g 2)
 expect(5 "only 1 thread" -t 2)
 expect(7 "# Out of bounds values : [1-9][0-9]* FAILED"

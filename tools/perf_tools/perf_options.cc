@@ -239,8 +239,10 @@ bool Parser::apply(int c, const char* arg) {
       if (!gpuOnly(c, arg, "CUDA graph capture")) return false;
       o->cudaGraph = std::string(arg) != "0";
       return true;
-    case 'R':
-      return gpuOnly(c, arg, "buffer registration");
+    case 'R': {
+      std::string why;
+      return bench::parseRegisterMode(arg, &o->localRegister, &why) || bad(why);
+    }
     case 'x':
       return gpuOnly(c, arg, "the CTA policy");
     case 'D':
@@ -371,7 +373,10 @@ std::string perfUsage(const char* prog) {
     << "  -I,--per_iter_timing 0/1  time every iteration on the host: i_min i_max i_p99 i_cv%\n"
     << "  -K,--per_iter_skip K  leave the first K iterations out of the -I statistics\n"
     << "  --host-buffers        host memory even when a GPU is present (or FERRY_PERF_HOST=1)\n"
-    << "  -G -y -R -x -D -V -M  GPU-only: accepted, noted, ignored\n"
+    << "  -R,--local_register 0/1/2  buffers from ncclMemAlloc, registered with\n"
+    << "                        ncclCommRegister (1) or as symmetric windows (2); host\n"
+    << "                        buffers only, noted and ignored with device ones (default 0)\n"
+    << "  -G -y -x -D -V -M     GPU-only: accepted, noted, ignored\n"
     << "  -h,--help\n";
   return s.str();
 }

@@ -36,6 +36,7 @@ struct PerfOptions {
   int perIterSkip = 0;             // -K: iterations left out of the -I statistics
   bool cudaGraph = false;          // -G given (noted; only to refuse -I with it)
   bool hostBuffers = false;        // --host-buffers or FERRY_PERF_HOST=1: never cudaMalloc
+  int localRegister = 0;           // -R 0/1/2 (tools/demo/bench_register.h), host buffers only
   int timeoutSec = 0;              // -T, 0 = none
   std::string jsonFile;            // -J, written when it ends in ".json" (as nccl-tests)
   std::string csvFile;             // --csv: the rows as CSV

@@ -166,11 +166,11 @@ TEST(PerfOptions, AllTypesAndOpsInNcclOrder) {
 
 TEST(PerfOptions, GpuOnlyOptionsAreNotedNotRejected) {
   PerfOptions o;
-  ASSERT_EQ(parse({"-G", "10", "-D", "1", "-R", "2", "-y", "1", "-x", "1",
-                   "-V", "8",  "-M", "1", "-K", "2", "-S", "1"},
+  ASSERT_EQ(parse({"-G", "10", "-D", "1", "-y", "1", "-x", "1", "-V", "8", "-M", "1", "-K", "2",
+                   "-S", "1"},
                   &o),
             ParseResult::kOk);
-  ASSERT_EQ(o.notes.size(), 7u);
+  ASSERT_EQ(o.notes.size(), 6u);
   EXPECT_TRUE(o.cudaGraph);
   EXPECT_TRUE(o.timestamps);
   EXPECT_EQ(o.perIterSkip, 2);
@@ -178,6 +178,27 @@ TEST(PerfOptions, GpuOnlyOptionsAreNotedNotRejected) {
   PerfOptions zero;
   ASSERT_EQ(parse({"-G", "0", "-R", "0", "-y", "0"}, &zero), ParseResult::kOk);
   EXPECT_TRUE(zero.notes.empty());
+}
+
+// -R registers host buffers (so no parse-time note); only 0, 1 and 2 exist.
+TEST(PerfOptions, LocalRegister) {
+  PerfOptions d;
+  ASSERT_EQ(parse({}, &d), ParseResult::kOk);
+  EXPECT_EQ(d.localRegister, 0);
+  PerfOptions one;
+  ASSERT_EQ(parse({"-R", "1"}, &one), ParseResult::kOk);
+  EXPECT_EQ(one.localRegister, 1);
+  EXPECT_TRUE(one.notes.empty());
+  PerfOptions two;
+  ASSERT_EQ(parse({"--local_register", "2"}, &two), ParseResult::kOk);
+  EXPECT_EQ(two.localRegister, 2);
+  for (const char* bad : {"3", "-1", "x", "1x", ""}) {
+    PerfOptions b;
+    std::string err;
+    EXPECT_EQ(parse({"-R", bad}, &b, &err), ParseResult::kUsage) << bad;
+    EXPECT_EQ(err, std::string("invalid value '") + bad +
+                       "' for -R (0 none, 1 ncclCommRegister, 2 ncclCommWindowRegister)");
+  }
 }
 
 TEST(PerfOptions, TimestampsAndPerIterationTiming) {

@@ -9,10 +9,17 @@
 
 namespace ferry::perf {
 
-bool Rank::allocBuffers() {
+bool Rank::allocBuffers(bench::RegisteredBuffers& reg) {
   const size_t bytes = o.maxBytes + static_cast<size_t>(o.unalign) * 8;
-  send_ = mem_.alloc(bytes);
-  recv_ = mem_.alloc(bytes);
+  if (reg.mode() == bench::kRegisterNone) {
+    send_ = mem_.alloc(bytes);
+    recv_ = mem_.alloc(bytes);
+  } else {
+    // The same 64 bytes of slack as PerfMem::alloc. On host memory PerfMem's
+    // host(), upload() and download() need no block of their own.
+    send_ = static_cast<unsigned char*>(reg.alloc(bytes + 64));
+    recv_ = static_cast<unsigned char*>(reg.alloc(bytes + 64));
+  }
   return send_ != nullptr && recv_ != nullptr;
 }
 

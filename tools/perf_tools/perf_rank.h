@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tools/demo/bench_nccl.h"
+#include "tools/demo/bench_register.h"
 #include "tools/demo/bench_report.h"
 #include "tools/perf_tools/perf_colls.h"
 #include "tools/perf_tools/perf_iter.h"
@@ -27,8 +28,9 @@ class Rank {
 
   int rank() const { return rank_; }
   int n() const { return n_; }
-  // The send and receive buffers (maxBytes plus the -u shift each).
-  bool allocBuffers();
+  // The send and receive buffers (maxBytes plus the -u shift each): from
+  // reg when it registers (-R on host memory), else from PerfMem.
+  bool allocBuffers(bench::RegisteredBuffers& reg);
 
   // Host values through the communicator, whatever memory the ops use.
   bool allReduce(double* v, size_t count, ncclRedOp_t op);

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "tools/demo/bench_register.h"
 #include "tools/demo/bench_report.h"
 #include "tools/demo/fork_launch.h"
 #include "tools/perf_tools/perf_alltoallv.h"
@@ -83,6 +84,11 @@ void printHeader(const PerfOptions& o, const CollInfo& c, const std::vector<Peer
                 haveFerryAlltoallv() ? "ferryAlltoAllv" : "grouped ncclSend/ncclRecv");
   }
   for (const std::string& note : o.notes) std::printf("# Note: %s\n", note.c_str());
+  if (o.localRegister != 0 && mem.device()) {
+    std::printf("# Note: -R %d: buffer registration; only host buffers are registered, so it is "
+                "ignored\n",
+                o.localRegister);
+  }
   if (!o.jsonFile.empty() && !endsWithJson(o.jsonFile)) {
     std::printf("# Note: -J %s: no .json suffix, so no JSON is written (as nccl-tests)\n",
                 o.jsonFile.c_str());
@@ -208,6 +214,9 @@ int rankMain(const RankSetup& setup, const PerfOptions& o, const CollInfo& c, Ru
   if (!mem.init("libcudart.so", o.hostBuffers || hostBuffersFromEnv(), rank, &memNote)) {
     return bench::kExitInternal;
   }
+  // -R on host buffers (device ones get a header note). Its destructor frees
+  // the memory when rankMain returns, after the comm is destroyed or aborted.
+  bench::RegisteredBuffers reg(mem.device() ? bench::kRegisterNone : o.localRegister, rank);
   ncclUniqueId id;
   if (rank == 0 && !ncclOk(ncclGetUniqueId(&id), nullptr, rank, "ncclGetUniqueId")) {
     return bench::kExitLibrary;
@@ -229,11 +238,16 @@ int rankMain(const RankSetup& setup, const PerfOptions& o, const CollInfo& c, Ru
     if (rank == 0) printHeader(o, c, peers, mem, memNote);
     Report report(stdout, c.testName);
     if (rank == 0) report.columns(o.cpuTime, o.perIter, o.timestamps);
-    if (!rk.allocBuffers()) {
+    if (!rk.allocBuffers(reg)) {
       std::fprintf(stderr, "rank %d: cannot allocate 2 x %zu bytes\n", rank, o.maxBytes);
       code = bench::kExitInternal;
+    } else if (!reg.registerAll(comm)) {
+      code = bench::kExitLibrary;
     } else {
       code = sweep(rk, rank == 0 ? &report : nullptr, &run);
+      // Now, while the ranks are in step: windows deregister collectively.
+      // After a failure the comm is aborted and the handles are left to it.
+      if (code == bench::kExitOk && !reg.deregisterAll(comm)) code = bench::kExitLibrary;
     }
     if (code == bench::kExitOk && rank == 0) {
       report.footer();

@@ -41,6 +41,20 @@ perf_test(perf_all_reduce_unaligned all_reduce_perf
   --nranks 2 -b 8 -e 64K -f 8 -n 1 -u 1 -d all -o all -T 60)
 perf_test(perf_reduce_scatter_unaligned reduce_scatter_perf
   --nranks 3 -b 48 -e 48K -f 8 -n 1 -u 3 -T 60)
+# -R 1: send and receive buffers from ncclMemAlloc, registered with
+# ncclCommRegister; exact results for every type and op, and unaligned.
+perf_test(perf_all_reduce_register_local all_reduce_perf
+  --nranks 2 -b 8 -e 64K -f 8 -n 2 -w 1 -d all -o all -R 1 -T 60)
+perf_test(perf_all_gather_register_local_unaligned all_gather_perf
+  --nranks 4 -b 64 -e 64K -f 8 -n 2 -w 1 -u 1 --local_register 1 -T 60)
+# -R 2 (symmetric windows) fails at ncclCommWindowRegister, naming it, with
+# nccl-tests' NCCL error exit 3 until Ferry has windows; then it must run
+# clean (the second outcome).
+add_test(NAME perf_all_reduce_register_window COMMAND ${CMAKE_COMMAND}
+  -DPERF_BIN=$<TARGET_FILE:all_reduce_perf> "-DPERF_ARGS=--nranks 2 -b 8 -e 64K -f 8 -n 2 -R 2 -T 60"
+  -DEXPECT_RC=3 "-DEXPECT_RE=rank [01]: Test NCCL failure ncclCommWindowRegister: "
+  -DOR_RC=0 "-DOR_RE=# Out of bounds values : 0 OK\n" -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+set_property(GLOBAL APPEND PROPERTY FERRY_PERF_TESTS perf_all_reduce_register_window)
 # Options that change the loop: aggregated ops, blocking, averaging modes,
 # additive steps and repeated cycles.
 perf_test(perf_all_reduce_agg_blocking all_reduce_perf
@@ -62,13 +76,13 @@ set_property(GLOBAL APPEND PROPERTY FERRY_PERF_TESTS perf_hypercube_3ranks_exit5
 # Output layout: nccl-tests header lines, the -C column name, a row with the
 # nccl-tests field widths, GPU-only options answered with a note.
 set(_layout_re "# Collective test starting: reduce_perf\n# nThread 1 nGpus 1 minBytes 64 maxBytes 64 step: 1048576\\(bytes\\) warmup iters: 1 iters: 1 agg iters: 1 validation: 1 graph: 0 unalign: 0\n")
-string(APPEND _layout_re "# Reporting cputime: on host memory it equals the completion time\n# Note: -R 2: buffer registration; Ferry runs on host memory, so it is ignored\n")
+string(APPEND _layout_re "# Reporting cputime: on host memory it equals the completion time\n# Note: -M 1: the GPU memory report; Ferry runs on host memory, so it is ignored\n")
 string(APPEND _layout_re ".*root  cputime   algbw   busbw  #wrong  cputime   algbw   busbw  #wrong\n")
 string(APPEND _layout_re ".*\n          64            16     int32     max       1  [ 0-9.]+  [ 0-9.]+  [ 0-9.]+       0  [ 0-9.]+  [ 0-9.]+  [ 0-9.]+       0\n")
 string(APPEND _layout_re "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : [0-9.e+-]+\n#\n# Collective test concluded: reduce_perf\n")
 add_test(NAME perf_output_layout COMMAND ${CMAKE_COMMAND}
   -DPERF_BIN=$<TARGET_FILE:reduce_perf>
-  "-DPERF_ARGS=--nranks 2 -b 64 -e 64 -n 1 -d int32 -o max -r 1 -C 1 -R 2"
+  "-DPERF_ARGS=--nranks 2 -b 64 -e 64 -n 1 -d int32 -o max -r 1 -C 1 -M 1"
   -DEXPECT_RC=0 "-DEXPECT_RE=${_layout_re}" -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
 set_property(GLOBAL APPEND PROPERTY FERRY_PERF_TESTS perf_output_layout)
 get_property(_perf_tests GLOBAL PROPERTY FERRY_PERF_TESTS)
