@@ -1,9 +1,7 @@
 # cmake -DPERF_BIN=<binary> "-DPERF_ARGS=<args, space separated>"
-#       [-DEXPECT_RC=<code> "-DEXPECT_RE=<regex>"]
-#       [-DOR_RC=<code> "-DOR_RE=<regex>"] -P run_check.cmake
+#       [-DEXPECT_RC=<code> "-DEXPECT_RE=<regex>"] -P run_check.cmake
 # By default a run must exit 0 AND print the clean footer (ctest's pass
-# regex alone would ignore the exit code). OR_RC and OR_RE, both matching,
-# are a second accepted outcome: for a feature another branch is adding.
+# regex alone would ignore the exit code).
 if(NOT DEFINED EXPECT_RC)
   set(EXPECT_RC 0)
   set(EXPECT_RE "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : [0-9.e+-]+\n")
@@ -12,9 +10,6 @@ separate_arguments(args UNIX_COMMAND "${PERF_ARGS}")
 execute_process(COMMAND ${PERF_BIN} ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                 ERROR_VARIABLE err TIMEOUT 100)
 message("${out}${err}")
-if(DEFINED OR_RC AND rc STREQUAL "${OR_RC}" AND "${out}${err}" MATCHES "${OR_RE}")
-  return()
-endif()
 if(NOT rc STREQUAL "${EXPECT_RC}")
   message(FATAL_ERROR "exit ${rc}, expected ${EXPECT_RC}")
 endif()
