@@ -17,7 +17,10 @@ namespace {
 struct Block {
   size_t bytes;
   int fd;  // -1: private memory
+  uint64_t id;
 };
+
+uint64_t gNextId = 1;  // under gMu
 
 std::mutex gMu;
 // Leaked on purpose: frees may come from static destructors of the program.
@@ -55,7 +58,7 @@ Result<void*> allocShared(size_t bytes) {
   void* p = mapNew(total, &fd);
   if (!p) return systemError("ncclMemAlloc: mapping " + std::to_string(total) + " bytes failed");
   std::lock_guard<std::mutex> lk(gMu);
-  blocks()[reinterpret_cast<uintptr_t>(p)] = Block{total, fd};
+  blocks()[reinterpret_cast<uintptr_t>(p)] = Block{total, fd, gNextId++};
   return p;
 }
 
@@ -77,7 +80,7 @@ bool lookupShared(const void* p, size_t bytes, SharedRange* out) {
   --it;
   const Block& b = it->second;
   if (b.fd < 0 || a - it->first > b.bytes || bytes > b.bytes - (a - it->first)) return false;
-  *out = SharedRange{b.fd, a - it->first, b.bytes};
+  *out = SharedRange{b.fd, b.id, a - it->first, b.bytes};
   return true;
 }
 

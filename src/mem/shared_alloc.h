@@ -22,6 +22,7 @@ namespace ferry::mem {
 // A shared allocation as a peer must name it to map it.
 struct SharedRange {
   int fd = -1;             // the memfd, valid in the owning process only
+  uint64_t id = 0;         // the allocation's serial number in its process
   size_t fileOffset = 0;   // where the asked range starts in that file
   size_t allocBytes = 0;   // the allocation's size (the file's size)
 };

@@ -34,10 +34,17 @@ struct alignas(64) FifoControl {
   alignas(64) std::atomic<uint64_t> head;
 };
 
+// isRef: 0 inline bytes; 1 {addr} in the producer's memory (process_vm_readv);
+// 2 the same, inside a shared allocation (ncclMemAlloc: src/mem/shared_alloc.h)
+// the consumer may map through /proc/<pid>/fd/<fd> and read in place.
 struct alignas(64) SlotHeader {
   uint64_t size;
   uint64_t isRef;
   uint64_t addr;
+  uint64_t fd;          // isRef 2: the allocation's memfd in the producer
+  uint64_t allocId;     // isRef 2: which allocation (fd numbers are reused)
+  uint64_t fileBytes;   // isRef 2: the allocation's size
+  uint64_t fileOffset;  // isRef 2: addr's offset in it
 };
 
 inline size_t slotStride(uint32_t slotBytes) { return sizeof(SlotHeader) + slotBytes; }

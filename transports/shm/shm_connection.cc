@@ -69,6 +69,14 @@ Status ShmConnection::sendRef(const void* src, size_t bytes, bool* accepted) {
   h->size = bytes;
   h->isRef = 1;
   h->addr = reinterpret_cast<uint64_t>(src);
+  mem::SharedRange r;
+  if (mem::lookupShared(src, bytes, &r)) {
+    h->isRef = 2;
+    h->fd = static_cast<uint64_t>(r.fd);
+    h->allocId = r.id;
+    h->fileBytes = r.allocBytes;
+    h->fileOffset = r.fileOffset;
+  }
   out_->tail.store(++sendTail_, std::memory_order_release);
   *accepted = true;
   return Status::ok();
@@ -106,7 +114,36 @@ Status ShmConnection::tryRecv(RecvPiece* out) {
   out->size = h->size;
   out->isRef = h->isRef != 0;
   out->data = out->isRef ? reinterpret_cast<const void*>(h->addr) : slotData(h);
+  // In the peer's ncclMemAlloc memory, mapped here: read it in place, like
+  // bytes in a slot (the peer keeps it unchanged until we release it).
+  if (h->isRef == 2) {
+    if (const char* m = mapped(h)) {
+      out->isRef = false;
+      out->data = m + h->fileOffset;
+    }
+  }
   return Status::ok();
+}
+
+const char* ShmConnection::mapped(const SlotHeader* h) {
+  constexpr size_t kMaxMaps = 32;  // allocations of one peer kept mapped
+  auto it = maps_.find(h->allocId);
+  if (it != maps_.end()) return it->second.data();
+  if (mapFailed_) return nullptr;
+  Result<mem::PeerMapping> m =
+      mem::PeerMapping::map(hdr_->pid[1 - side_], static_cast<int>(h->fd), 0, h->fileBytes);
+  if (!m.isOk()) {
+    mapFailed_ = true;
+    FERRY_INFO(log::kShm, "shm: cannot map rank %d's ncclMemAlloc memory (%s); reading it by "
+               "cross-memory attach", peer_, m.status().message().c_str());
+    return nullptr;
+  }
+  // Allocation ids only grow: the smallest is the oldest.
+  if (maps_.size() >= kMaxMaps) maps_.erase(maps_.begin());
+  FERRY_INFO(log::kShm, "shm: mapped rank %d's ncclMemAlloc allocation %llu (%llu bytes): its "
+             "pieces are read in place", peer_, static_cast<unsigned long long>(h->allocId),
+             static_cast<unsigned long long>(h->fileBytes));
+  return maps_.emplace(h->allocId, m.take()).first->second.data();
 }
 
 Status ShmConnection::readRef(const RecvPiece& piece, size_t offset, void* dst, size_t bytes) {
