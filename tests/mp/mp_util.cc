@@ -1,6 +1,11 @@
 // Datatype codecs, exact value generators and checks for the mp suites.
 #include "tests/mp/mp_util.h"
 
+#include <ftw.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -361,13 +366,34 @@ int logFilesWith(const std::string& dir, const std::string& tag, const std::stri
   return hits;
 }
 
+namespace {
+
+int removeEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+
+// The log directories of this test binary: removed when it exits with every
+// test passed (kept for reading after a failure, or with
+// FERRY_KEEP_TEST_LOGS=1). Only the process that made them removes them: a
+// forked rank that exits normally must not.
+struct LogDirs {
+  std::map<std::string, std::string> dirs;
+  pid_t owner = getpid();
+  ~LogDirs() {
+    if (getpid() != owner || std::getenv("FERRY_KEEP_TEST_LOGS")) return;
+    if (!::testing::UnitTest::GetInstance()->Passed()) return;
+    for (auto& [name, dir] : dirs)
+      if (dir != "/tmp") nftw(dir.c_str(), removeEntry, 8, FTW_DEPTH | FTW_PHYS);
+  }
+};
+
+}  // namespace
+
 const std::string& testLogDir(const std::string& name) {
-  static std::map<std::string, std::string> dirs;
-  auto it = dirs.find(name);
-  if (it == dirs.end()) {
+  static LogDirs logs;
+  auto it = logs.dirs.find(name);
+  if (it == logs.dirs.end()) {
     std::string tmpl = "/tmp/ferry-" + name + "-XXXXXX";
     const char* made = mkdtemp(tmpl.data());
-    it = dirs.emplace(name, made ? made : "/tmp").first;
+    it = logs.dirs.emplace(name, made ? made : "/tmp").first;
   }
   return it->second;
 }
