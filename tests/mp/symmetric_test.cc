@@ -191,17 +191,22 @@ TEST(MpSymmetricForced, SmallAndLargeExact) {
 }
 
 // ncclMemAlloc buffers without windows, on the FIFO algorithms: large
-// pieces travel as references the receiver maps and reads in place.
+// pieces travel as references the receiver maps and reads in place. The
+// buffers are freed and allocated again between rounds (the new memfd
+// usually gets the old fd number, often the old address): a receiver must
+// map the new allocation, not reuse the mapping of the freed one.
 TEST(MpSymmetric, MemAllocBuffersReadInPlace) {
   for (const char* algo : {"ring", "direct"}) {
     std::string tag = std::string("memalloc-") + algo;
     RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
       return withComm(rank, n, id, [](const Rank& me) {
-        Arena a;
-        a.bytes = kArenaBytes;
-        MP_NCCL(ncclMemAlloc(&a.base, a.bytes));
-        MP_TRY(everyCollective(me, a));
-        MP_NCCL(ncclMemFree(a.base));
+        for (int round = 0; round < 2; ++round) {
+          Arena a;
+          a.bytes = kArenaBytes;
+          MP_NCCL(ncclMemAlloc(&a.base, a.bytes));
+          MP_TRY(everyCollective(me, a));
+          MP_NCCL(ncclMemFree(a.base));
+        }
         return 0;
       });
     }, opts(tag, {{"NCCL_ALGO", algo}, {"NCCL_DEBUG_SUBSYS", "TUNING,INIT,SHM"}}));
