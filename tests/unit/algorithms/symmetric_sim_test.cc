@@ -134,6 +134,24 @@ TEST(SymmetricSim, EveryKindExactInEveryOrder) {
       }
 }
 
+// Every rank count up to 64 (the data-flow checker's range for the FIFO
+// algorithms, dataflow_test.cc), counts that leave some ranks' blocks empty.
+TEST(SymmetricSim, EveryRankCountTo64) {
+  for (int n = 2; n <= 64; ++n)
+    for (size_t count : {size_t{1}, size_t{67}}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " count " + std::to_string(count));
+      SymSim ar = simulate(CollKind::kAllReduce, n, count, 0, n % 3);
+      SymSim rs = simulate(CollKind::kReduceScatter, n, count, 0, (n + 1) % 3);
+      SymSim ag = simulate(CollKind::kAllGather, n, count, 0, (n + 2) % 3);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(word(ar.bufs[r][kOutputBuf], i), sumAt(n, i)) << "AllReduce rank " << r;
+          ASSERT_EQ(word(rs.bufs[r][kOutputBuf], i), sumAt(n, r * count + i)) << "ReduceScatter";
+          for (int p = 0; p < n; ++p) ASSERT_EQ(word(ag.bufs[r][kOutputBuf], p * count + i), val(p, i));
+        }
+    }
+}
+
 // In place (AllReduce, Broadcast: the output is the input buffer), small and
 // large, so both AllReduce variants run.
 TEST(SymmetricSim, InPlaceExact) {
