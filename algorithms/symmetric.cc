@@ -133,14 +133,13 @@ bool symmetricSupports(const CollArgs& a, const CommView& v) {
 namespace {
 
 // A barrier waits for every peer: one latency, plus each peer's flag
-// written by it and read by every rank, handled like a message at both
-// ends (ranks that share cores must all run once). Measured with 4 ranks on
-// 2 cores: AllReduce forced symmetric took 5-9 us at 2-8 KiB (two barriers)
-// where recursive doubling took 5-9 us; the model says 2 x (0.5 + 6 x 0.6)
-// = 8.2 us against its 3.4-7.1 us for recdbl, so small calls stay with
-// recdbl unless they are clearly cheaper here.
+// handled like a message (ranks that share cores must all run once).
+// Measured with perf/tuner_check --register 2 (4 ranks on 2 cores, quiet):
+// symmetric 8.8 us against recursive doubling's 10.4 us at 8 KiB, and
+// slower than it at 2 KiB; the model (0.5 + 3 x 0.6 per barrier) puts the
+// crossover between the two.
 double sync(const CollArgs& a, const CommView& v) {
-  return cost::latency(v, v.intra) + 2 * (a.nranks - 1) * cost::overhead(v, v.intra);
+  return cost::latency(v, v.intra) + (a.nranks - 1) * cost::overhead(v, v.intra);
 }
 
 double symOneShotCost(const CollArgs& a, const CommView& v) {
