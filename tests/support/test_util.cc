@@ -3,12 +3,14 @@
 
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <thread>
 
 #include "core/config.h"
@@ -49,7 +51,8 @@ std::vector<Status> runThreads(int n, const std::function<Status(int)>& fn) {
   return out;
 }
 
-std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int64_t timeoutMs) {
+std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int64_t timeoutMs,
+                              const std::function<void()>& afterFork) {
   fflush(stdout);
   fflush(stderr);
   std::vector<pid_t> pids(n, -1);
@@ -73,6 +76,7 @@ std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int64_t 
     }
     pids[r] = pid;
   }
+  if (afterFork) afterFork();
   int64_t deadline = nowMs() + timeoutMs;
   int left = n;
   while (left > 0 && nowMs() < deadline) {
@@ -94,6 +98,31 @@ std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int64_t 
     waitpid(pids[r], nullptr, 0);
   }
   return codes;
+}
+
+SharedId::SharedId() {
+  void* p = mmap(nullptr, sizeof(Page), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    perror("SharedId: mmap");
+    abort();
+  }
+  page_ = new (p) Page{};
+  page_->state.store(0);
+}
+
+SharedId::~SharedId() { munmap(page_, sizeof(Page)); }
+
+ncclUniqueId* SharedId::id() { return &page_->id; }
+
+void SharedId::publish(bool ok) { page_->state.store(ok ? 1 : 2, std::memory_order_release); }
+
+bool SharedId::wait(ncclUniqueId* out, int64_t timeoutMs) const {
+  int64_t end = nowMs() + timeoutMs;
+  int st;
+  while ((st = page_->state.load(std::memory_order_acquire)) == 0 && nowMs() < end) usleep(1000);
+  if (st != 1) return false;
+  *out = page_->id;
+  return true;
 }
 
 int freePort() {

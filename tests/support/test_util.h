@@ -30,10 +30,44 @@ class ScopedEnv {
 std::vector<Status> runThreads(int n, const std::function<Status(int)>& fn);
 
 // Fork n children running fn(rank); a child exits with fn's code (0 = ok).
-// The parent kills every child still alive after timeoutMs. Returns each
-// child's exit code, 128+signal if it died of a signal, or -1 if the
+// afterFork, if given, runs here once every child is forked, before the
+// wait. The parent kills every child still alive after timeoutMs. Returns
+// each child's exit code, 128+signal if it died of a signal, or -1 if the
 // watchdog had to kill it.
-std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int64_t timeoutMs);
+//
+// Fork before this process starts threads: make a unique id (which starts
+// the bootstrap root thread here) in afterFork and hand it over with a
+// SharedId. A child forked while another thread runs inherits whatever
+// locks that thread held; the sanitizer runtimes of gcc 12 do not take
+// their allocator locks around fork, so such a child can hang in malloc
+// (seen under ASan and TSan while the root thread allocated).
+std::vector<int> runProcesses(int n, const std::function<int(int)>& fn, int64_t timeoutMs,
+                              const std::function<void()>& afterFork = {});
+
+// A unique id in shared memory, made in the parent after the ranks are
+// forked (runProcesses' afterFork): the parent fills id() and calls
+// publish(); a child's wait() returns it.
+class SharedId {
+ public:
+  SharedId();
+  ~SharedId();
+  SharedId(const SharedId&) = delete;
+  SharedId& operator=(const SharedId&) = delete;
+
+  ncclUniqueId* id();
+  // ok: id() holds the id; false tells the children that none will come.
+  void publish(bool ok = true);
+  // In a child: the id once published (up to timeoutMs); false if the
+  // parent failed to make one or it did not come in time.
+  bool wait(ncclUniqueId* out, int64_t timeoutMs = 30000) const;
+
+ private:
+  struct Page {
+    std::atomic<int> state;  // 0 not yet, 1 ready, 2 failed
+    ncclUniqueId id;
+  };
+  Page* page_;
+};
 
 // A child-side check: print the failure and return 1 from the child.
 #define CHILD_CHECK(cond, ...)                                      \

@@ -31,7 +31,10 @@ bool retryable(int err) {
          err == ENETUNREACH || err == EAGAIN || err == EINTR;
 }
 
-// connect()'s progress, owned through Handle::pending.
+}  // namespace
+
+// connect()'s progress: Handle::pending points at it, and the network
+// context's ConnectingSet owns it until it completes or fails.
 struct Connecting {
   struct Conn {
     Socket sock;
@@ -45,6 +48,8 @@ struct Connecting {
   int lastErr = 0;
   std::vector<Conn> conns;
 };
+
+namespace {
 
 Status startConnect(Connecting& c, Connecting::Conn& k) {
   int fd = ::socket(c.to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -144,31 +149,56 @@ Result<std::unique_ptr<ListenComm>> listenOn(int dev, void* handle) {
   return l;
 }
 
-Status connectStep(void* handle, Comm** out) {
+ConnectingSet::~ConnectingSet() {
+  for (Connecting* c : live_) delete c;
+}
+
+void ConnectingSet::add(Connecting* c) {
+  std::lock_guard<std::mutex> lk(mu_);
+  live_.insert(c);
+}
+
+bool ConnectingSet::contains(Connecting* c) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return live_.count(c) != 0;
+}
+
+void ConnectingSet::remove(Connecting* c) {
+  std::lock_guard<std::mutex> lk(mu_);
+  live_.erase(c);
+}
+
+Status connectStep(void* handle, Comm** out, ConnectingSet* live) {
   *out = nullptr;
   Handle h;
   std::memcpy(&h, handle, sizeof(h));
-  if (!h.pending) {
-    FERRY_ASSIGN(Connecting * fresh, beginConnect(handle));
-    h.pending = fresh;
-    std::memcpy(handle, &h, sizeof(h));
-  }
   auto* c = static_cast<Connecting*>(h.pending);
+  // Progress left in a handle by a context that has been finalized since
+  // (and freed it): start over.
+  if (c && live && !live->contains(c)) c = nullptr;
+  if (!c) {
+    FERRY_ASSIGN(c, beginConnect(handle));
+    h.pending = c;
+    std::memcpy(handle, &h, sizeof(h));
+    if (live) live->add(c);
+  }
+  auto finish = [&] {
+    h.pending = nullptr;
+    std::memcpy(handle, &h, sizeof(h));
+    if (live) live->remove(c);
+    delete c;
+  };
   bool done = false;
   Status st = stepConnecting(*c, &done);
   if (!st.isOk() || !done) {
     if (st.isOk()) return st;
-    h.pending = nullptr;
-    std::memcpy(handle, &h, sizeof(h));
-    delete c;
+    finish();
     return st;
   }
   std::vector<Socket> socks;
   for (auto& k : c->conns) socks.push_back(std::move(k.sock));
   Config cfg = c->cfg;
-  h.pending = nullptr;
-  std::memcpy(handle, &h, sizeof(h));
-  delete c;
+  finish();
   FERRY_ASSIGN(std::unique_ptr<Comm> comm, Comm::create(true, std::move(socks), cfg));
   *out = comm.release();
   return Status::ok();

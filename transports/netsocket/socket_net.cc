@@ -31,6 +31,7 @@ struct Device {
 struct Context {
   uint64_t commId = 0;
   int trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  ConnectingSet connecting;  // freed with the context (finalize)
 };
 
 std::mutex gMu;
@@ -123,7 +124,8 @@ ncclResult_t netConnect(void* ctx, int dev, void* handle, void** sendComm,
                         ncclNetDeviceHandle_v11_t** sendDevComm) {
   if (sendDevComm) *sendDevComm = nullptr;
   Comm* c = nullptr;
-  ncclResult_t rc = toResult(connectStep(handle, &c));
+  ConnectingSet* live = ctx ? &static_cast<Context*>(ctx)->connecting : nullptr;
+  ncclResult_t rc = toResult(connectStep(handle, &c, live));
   *sendComm = c;
   return rc;
 }

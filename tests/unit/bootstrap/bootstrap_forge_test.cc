@@ -79,19 +79,30 @@ TEST(BootstrapForge, ForgedCheckInFirstDoesNotBlockRanksInOtherProcesses) {
   // of check-ins that fills up first wins.
   test::ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
   test::ScopedEnv e("NCCL_COMM_ID", std::nullopt);
-  ncclUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).isOk());
-  IdContents idc = decodeId(id);
-  Socket million = forgeCheckIn(idc.root, idc.secret, 0, 1000000);
-  Socket intMax = forgeCheckIn(idc.root, idc.secret, 1, INT_MAX);
-  usleep(200 * 1000);
+  // The id (and the root thread) is made once the ranks are forked (see
+  // runProcesses); they get it after the forged check-ins.
+  test::SharedId sid;
+  bool made = false;
+  Socket million, intMax;
   const int n = 4;
   auto codes = test::runProcesses(n, [&](int rank) {
+    ncclUniqueId id;
+    CHILD_CHECK(sid.wait(&id, 60000), "no unique id");
     auto b = Bootstrap::create(id, rank, n, nullptr, 60000);
     CHILD_OK(b.status());
     CHILD_OK(test::exerciseBootstrap(*b.value()));
     return 0;
-  }, 60000);
+  }, 60000, [&] {
+    made = createUniqueId(sid.id()).isOk();
+    if (made) {
+      IdContents idc = decodeId(*sid.id());
+      million = forgeCheckIn(idc.root, idc.secret, 0, 1000000);
+      intMax = forgeCheckIn(idc.root, idc.secret, 1, INT_MAX);
+      usleep(200 * 1000);  // the root has seen them before any real rank
+    }
+    sid.publish(made);
+  });
+  EXPECT_TRUE(made);
   for (int r = 0; r < n; r++) EXPECT_EQ(codes[r], 0) << "rank " << r;
   expectRefused(million, kReplyMismatch, "nranks 1000000");
   expectRefused(intMax, kReplyInvalid, "nranks INT_MAX");
@@ -150,15 +161,17 @@ TEST_P(BootstrapFastFail, AllRanksFailWithinSeconds) {
                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(sh, MAP_FAILED);
   sh->ready.store(0);
-  if (!c.rank0MakesId) {
-    ASSERT_TRUE(createUniqueId(&sh->id).isOk());
-    sh->ready.store(1);
-  }
   int n = static_cast<int>(c.rank.size());
   int64_t t0 = nowMs();
   auto codes = test::runProcesses(n, [&](int i) {
     return expectFastFailure(sh, c.rank0MakesId, c.rank[i], c.nranks[i], c.needle);
-  }, 30000);
+  }, 30000, [&] {
+    // Made here once the ranks are forked (see runProcesses).
+    if (!c.rank0MakesId) {
+      EXPECT_TRUE(createUniqueId(&sh->id).isOk());
+      sh->ready.store(1);
+    }
+  });
   int64_t took = nowMs() - t0;
   printf("%s: all %d ranks failed within %lld ms\n", c.name, n, static_cast<long long>(took));
   for (int i = 0; i < n; i++) EXPECT_EQ(codes[i], 0) << "process " << i;

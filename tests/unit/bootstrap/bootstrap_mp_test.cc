@@ -24,9 +24,16 @@ class BootstrapProcs : public ::testing::TestWithParam<int> {};
 TEST_P(BootstrapProcs, RendezvousAllGatherBarrierSendRecv) {
   test::ScopedEnv e("NCCL_COMM_ID", std::nullopt);
   int n = GetParam();
-  ncclUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).isOk());
-  auto codes = test::runProcesses(n, [&](int rank) { return childRun(id, rank, n); }, kWatchdogMs);
+  // The id (and with it the root thread) is made once the ranks are forked:
+  // see runProcesses.
+  test::SharedId sid;
+  bool made = false;
+  auto codes = test::runProcesses(n, [&](int rank) {
+    ncclUniqueId id;
+    CHILD_CHECK(sid.wait(&id), "no unique id");
+    return childRun(id, rank, n);
+  }, kWatchdogMs, [&] { sid.publish(made = createUniqueId(sid.id()).isOk()); });
+  EXPECT_TRUE(made);
   for (int r = 0; r < n; r++) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
@@ -46,10 +53,12 @@ TEST(BootstrapProcsCommId, RankZeroProcessHostsTheRoot) {
 }
 
 TEST(BootstrapProcsFaults, DeadRankFailsTheOthersWithoutHanging) {
-  ncclUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).isOk());
+  test::SharedId sid;
+  bool made = false;
   const int n = 4;
   auto codes = test::runProcesses(n, [&](int rank) {
+    ncclUniqueId id;
+    CHILD_CHECK(sid.wait(&id), "no unique id");
     auto b = Bootstrap::create(id, rank, n, nullptr, 30000);
     CHILD_OK(b.status());
     if (rank == 2) _exit(7);  // dies right after the rendezvous
@@ -59,7 +68,8 @@ TEST(BootstrapProcsFaults, DeadRankFailsTheOthersWithoutHanging) {
     CHILD_CHECK(!st.isOk(), "allGather succeeded without rank 2");
     CHILD_CHECK(nowMs() - t0 < 20000, "took %ld ms", static_cast<long>(nowMs() - t0));
     return 0;
-  }, kWatchdogMs);
+  }, kWatchdogMs, [&] { sid.publish(made = createUniqueId(sid.id()).isOk()); });
+  EXPECT_TRUE(made);
   for (int r = 0; r < n; r++) EXPECT_EQ(codes[r], r == 2 ? 7 : 0) << "rank " << r;
 }
 

@@ -12,6 +12,8 @@
 namespace ferry::nxtest {
 namespace {
 
+using test::SharedId;
+
 class BootstrapExchange : public PeerExchange {
  public:
   explicit BootstrapExchange(Bootstrap& b) : b_(b) {}
@@ -66,9 +68,14 @@ int meshChild(const ncclUniqueId& id, int rank, int n) {
 }
 
 TEST(NetProcs, ThreeProcessMeshExactPiecesBothWays) {
-  ncclUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).isOk());
-  auto codes = runProcesses(3, [&](int r) { return meshChild(id, r, 3); }, 60000);
+  SharedId sid;  // made once the ranks are forked (see runProcesses)
+  bool made = false;
+  auto codes = runProcesses(3, [&](int r) {
+    ncclUniqueId id;
+    CHILD_CHECK(sid.wait(&id), "no unique id");
+    return meshChild(id, r, 3);
+  }, 60000, [&] { sid.publish(made = createUniqueId(sid.id()).isOk()); });
+  EXPECT_TRUE(made);
   for (int r = 0; r < 3; r++) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
@@ -93,9 +100,14 @@ int deathChild(const ncclUniqueId& id, int rank) {
 }
 
 TEST(NetProcs, PeerDeathIsARemoteErrorWithinSeconds) {
-  ncclUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).isOk());
-  auto codes = runProcesses(2, [&](int r) { return deathChild(id, r); }, 60000);
+  SharedId sid;  // made once the ranks are forked (see runProcesses)
+  bool made = false;
+  auto codes = runProcesses(2, [&](int r) {
+    ncclUniqueId id;
+    CHILD_CHECK(sid.wait(&id), "no unique id");
+    return deathChild(id, r);
+  }, 60000, [&] { sid.publish(made = createUniqueId(sid.id()).isOk()); });
+  EXPECT_TRUE(made);
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 128 + SIGKILL);
 }
@@ -124,9 +136,14 @@ int deadBeforeConnectChild(const ncclUniqueId& id, int rank) {
 }
 
 TEST(NetProcs, PeerDeadBeforeConnectFailsConnectNamingIt) {
-  ncclUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).isOk());
-  auto codes = runProcesses(2, [&](int r) { return deadBeforeConnectChild(id, r); }, 60000);
+  SharedId sid;  // made once the ranks are forked (see runProcesses)
+  bool made = false;
+  auto codes = runProcesses(2, [&](int r) {
+    ncclUniqueId id;
+    CHILD_CHECK(sid.wait(&id), "no unique id");
+    return deadBeforeConnectChild(id, r);
+  }, 60000, [&] { sid.publish(made = createUniqueId(sid.id()).isOk()); });
+  EXPECT_TRUE(made);
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 128 + SIGKILL);
 }
