@@ -1,9 +1,6 @@
 // Version, errors, groups, reduction operators, memory and registration.
-#include <sys/mman.h>
 
 #include <cstring>
-#include <map>
-#include <mutex>
 
 #include <ferry/ferry.h>
 

@@ -1,6 +1,5 @@
 #include "mem/node_sync.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <new>
@@ -21,22 +20,21 @@ constexpr size_t kPageBytes = 4096;
 
 NodeSync::~NodeSync() {
   maps_.clear();
-  if (own_) munmap(own_, kPageBytes);
-  if (memfd_ >= 0) close(memfd_);
+  if (own_) (void)freeShared(own_);
 }
 
 Result<std::unique_ptr<NodeSync>> NodeSync::create(PeerExchange& ex, int rank, int nranks,
                                                    const std::vector<PeerInfo>& peers) {
   std::unique_ptr<NodeSync> s(new NodeSync);
-  s->rank_ = rank;
-  s->memfd_ = memfd_create("ferry-sync", MFD_CLOEXEC);
-  void* p = MAP_FAILED;
-  if (s->memfd_ >= 0 && ftruncate(s->memfd_, kPageBytes) == 0)
-    p = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, s->memfd_, 0);
-  if (p != MAP_FAILED) s->own_ = new (p) Page{};
+  // A page of the same shared memory ncclMemAlloc hands out (fd -1: private).
+  SharedRange range;
+  Result<void*> page = allocShared(kPageBytes);
+  if (page.isOk()) {
+    s->own_ = new (page.value()) Page{};
+    if (!lookupShared(s->own_, kPageBytes, &range)) range.fd = -1;
+  }
   std::vector<SyncInfo> all(nranks);
-  all[rank] = SyncInfo{static_cast<int32_t>(getpid()), s->own_ ? s->memfd_ : -1,
-                       peers[rank].hostHash};
+  all[rank] = SyncInfo{static_cast<int32_t>(getpid()), range.fd, peers[rank].hostHash};
   // Every rank takes part in the exchange even when its own page failed, so
   // that all of them learn it and fail together.
   FERRY_TRY(ex.allGather(all.data(), sizeof(SyncInfo)));

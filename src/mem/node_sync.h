@@ -59,9 +59,7 @@ class NodeSync {
   };
   NodeSync() = default;
 
-  int rank_ = 0;
-  int memfd_ = -1;
-  Page* own_ = nullptr;
+  Page* own_ = nullptr;       // from allocShared
   std::vector<Page*> pages_;  // by rank (own_ for this rank)
   std::vector<PeerMapping> maps_;
   uint64_t gen_ = 0;
