@@ -27,6 +27,43 @@ Result<bool> agree(PeerExchange& ex, int rank, size_t nranks, bool mine) {
   return std::all_of(all.begin(), all.end(), [](uint32_t v) { return v == 1; });
 }
 
+// Every rank's buffer as the others must name it; sizes must agree.
+Result<std::vector<WindowInfo>> exchangeInfo(PeerExchange& ex, int rank,
+                                             const std::vector<PeerInfo>& peers, const Window& w) {
+  std::vector<WindowInfo> all(peers.size());
+  all[rank].pid = static_cast<int32_t>(getpid());
+  all[rank].bytes = w.bytes;
+  all[rank].hostHash = peers[rank].hostHash;
+  SharedRange range;
+  if (lookupShared(w.base, w.bytes, &range)) {
+    all[rank].fd = range.fd;
+    all[rank].fileOffset = range.fileOffset;
+  }
+  FERRY_TRY(ex.allGather(all.data(), sizeof(WindowInfo)));
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].bytes != w.bytes)
+      return invalidUsage("ncclCommWindowRegister: rank " + std::to_string(r) + " registers " +
+                          std::to_string(all[r].bytes) + " bytes, rank " + std::to_string(rank) +
+                          " " + std::to_string(w.bytes) + " (windows are symmetric: same size on every rank)");
+  }
+  return all;
+}
+
+// Maps every other rank's buffer into w; "" when all are mapped, else why not.
+std::string mapEach(const std::vector<WindowInfo>& all, int rank, Window* w) {
+  if (all.size() < 2) return "one rank";
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (static_cast<int>(r) == rank) continue;
+    if (all[r].fd < 0) return "rank " + std::to_string(r) + "'s buffer is not from ncclMemAlloc";
+    if (all[r].hostHash != all[rank].hostHash) return "rank " + std::to_string(r) + " is on another host";
+    Result<PeerMapping> m = PeerMapping::map(all[r].pid, all[r].fd, all[r].fileOffset, w->bytes);
+    if (!m.isOk()) return m.status().message();
+    w->peerBase[r] = m.value().data();
+    w->maps.push_back(m.take());
+  }
+  return "";
+}
+
 }  // namespace
 
 Result<Window*> WindowTable::add(PeerExchange& ex, int rank, const std::vector<PeerInfo>& peers,
@@ -38,57 +75,11 @@ Result<Window*> WindowTable::add(PeerExchange& ex, int rank, const std::vector<P
   w->flags = flags;
   w->peerBase.assign(peers.size(), nullptr);
   w->peerBase[rank] = w->base;
-  FERRY_TRY(mapPeers(ex, rank, peers, w.get()));
-  windows_.push_back(std::move(w));
-  return windows_.back().get();
-}
-
-Status WindowTable::mapPeers(PeerExchange& ex, int rank, const std::vector<PeerInfo>& peers,
-                             Window* w) {
-  size_t n = peers.size();
-  SharedRange range;
-  std::vector<WindowInfo> all(n);
-  all[rank].pid = static_cast<int32_t>(getpid());
-  all[rank].bytes = w->bytes;
-  all[rank].hostHash = peers[rank].hostHash;
-  if (lookupShared(w->base, w->bytes, &range)) {
-    all[rank].fd = range.fd;
-    all[rank].fileOffset = range.fileOffset;
-  }
-  FERRY_TRY(ex.allGather(all.data(), sizeof(WindowInfo)));
-  for (size_t r = 0; r < n; ++r) {
-    if (all[r].bytes != w->bytes)
-      return invalidUsage("ncclCommWindowRegister: rank " + std::to_string(r) + " registers " +
-                          std::to_string(all[r].bytes) + " bytes, rank " + std::to_string(rank) +
-                          " " + std::to_string(w->bytes) + " (windows are symmetric: same size on every rank)");
-  }
-  bool ok = n > 1;
-  std::string why = n > 1 ? "" : "one rank";
-  for (size_t r = 0; r < n && ok; ++r) {
-    if (static_cast<int>(r) == rank) continue;
-    if (all[r].fd < 0 || all[r].hostHash != all[rank].hostHash) {
-      ok = false;
-      why = all[r].fd < 0 ? "rank " + std::to_string(r) + "'s buffer is not from ncclMemAlloc"
-                          : "rank " + std::to_string(r) + " is on another host";
-      break;
-    }
-    Result<PeerMapping> m = PeerMapping::map(all[r].pid, all[r].fd, all[r].fileOffset, w->bytes);
-    if (!m.isOk()) {
-      ok = false;
-      why = m.status().message();
-      break;
-    }
-    w->peerBase[r] = m.value().data();
-    w->maps.push_back(std::move(m.value()));
-  }
-  FERRY_ASSIGN(bool everyone, agree(ex, rank, n, ok));
+  FERRY_ASSIGN(std::vector<WindowInfo> all, exchangeInfo(ex, rank, peers, *w));
+  std::string why = mapEach(all, rank, w.get());
+  FERRY_ASSIGN(bool everyone, agree(ex, rank, peers.size(), why.empty()));
   if (everyone && !sync_) {
-    Result<std::unique_ptr<NodeSync>> s = NodeSync::create(ex, rank, static_cast<int>(n), peers);
-    bool made = s.isOk();
-    if (made) sync_ = std::move(s.value());
-    FERRY_ASSIGN(everyone, agree(ex, rank, n, made));
-    if (!made) why = s.status().message();
-    if (!everyone) sync_.reset();
+    FERRY_ASSIGN(everyone, makeSync(ex, rank, peers, &why));
   }
   w->shared = everyone;
   if (!everyone) {
@@ -100,7 +91,23 @@ Status WindowTable::mapPeers(PeerExchange& ex, int rank, const std::vector<PeerI
              static_cast<void*>(w->base), everyone ? "shared by every rank (symmetric collectives)"
                                                    : "not shared",
              why.empty() ? "" : ": ", why.c_str());
-  return Status::ok();
+  windows_.push_back(std::move(w));
+  return windows_.back().get();
+}
+
+// Collective, once every rank mapped the first shared window: the barrier
+// pages, kept only if every rank made and mapped them.
+Result<bool> WindowTable::makeSync(PeerExchange& ex, int rank, const std::vector<PeerInfo>& peers,
+                                   std::string* why) {
+  Result<std::unique_ptr<NodeSync>> s = NodeSync::create(ex, rank, static_cast<int>(peers.size()), peers);
+  if (s.isOk()) {
+    sync_ = s.take();
+  } else {
+    *why = s.status().message();
+  }
+  FERRY_ASSIGN(bool everyone, agree(ex, rank, peers.size(), sync_ != nullptr));
+  if (!everyone) sync_.reset();
+  return everyone;
 }
 
 Status WindowTable::remove(const void* w) {

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -47,7 +48,8 @@ class WindowTable {
   bool empty() const { return windows_.empty(); }
 
  private:
-  Status mapPeers(PeerExchange& ex, int rank, const std::vector<PeerInfo>& peers, Window* w);
+  Result<bool> makeSync(PeerExchange& ex, int rank, const std::vector<PeerInfo>& peers,
+                        std::string* why);
 
   std::vector<std::unique_ptr<Window>> windows_;
   std::unique_ptr<NodeSync> sync_;
