@@ -104,7 +104,8 @@ std::string jsonList(const std::vector<int>& xs) { return intList(xs, ", ", "[",
 
 std::string linkJson(const LinkCost& l) {
   return "{\"latencyUs\": " + num(l.latencyUs) + ", \"bandwidthGBs\": " + num(l.bytesPerUs / 1000) +
-         ", \"overheadUs\": " + num(l.overheadUs) + "}";
+         ", \"overheadUs\": " + num(l.overheadUs) + ", \"burstBytes\": " + num(l.burstBytes) +
+         ", \"software\": " + (l.software ? "true" : "false") + "}";
 }
 
 }  // namespace
@@ -145,10 +146,11 @@ std::string viewTable(const CommView& v, const std::string& calibration) {
                 v.allLocal ? "yes" : "no", v.oversubscription);
   o += b;
   if (!calibration.empty()) o += "calibration: " + calibration + "\n";
-  o += "level        latency(us)  bandwidth(GB/s)  overhead(us)\n";
+  o += "level        latency(us)  bandwidth(GB/s)  overhead(us)  burst(bytes)  software\n";
   for (Level l : {Level::kSelf, Level::kIntraHost, Level::kInterHost}) {
-    std::snprintf(b, sizeof b, "%-12s %11.3f  %15.3f  %12.3f\n", levelName(l), v.link(l).latencyUs,
-                  v.link(l).bytesPerUs / 1000, v.link(l).overheadUs);
+    std::snprintf(b, sizeof b, "%-12s %11.3f  %15.3f  %12.3f  %12.0f  %8s\n", levelName(l), v.link(l).latencyUs,
+                  v.link(l).bytesPerUs / 1000, v.link(l).overheadUs, v.link(l).burstBytes,
+                  v.link(l).software ? "yes" : "no");
     o += b;
   }
   std::snprintf(b, sizeof b, "%-12s %11s  %15.3f\n", "reduce", "-", v.reduceBytesPerUs / 1000);

@@ -29,6 +29,14 @@ struct LinkCost {
   double latencyUs = 1.0;
   double bytesPerUs = 1000.0;  // 1 GB/s
   double overheadUs = 0.2;
+  // A rate-limited link (a token bucket: tc tbf, a cloud VM's bandwidth cap)
+  // saves up to burstBytes of sending while it idles and then sends them at
+  // full speed; 0 for a wire, which loses the time it idles.
+  double burstBytes = 0;
+  // A link no NIC serialises (a veth or bridge between network namespaces,
+  // loopback): the kernel copies each rank's traffic on that rank's CPU, so
+  // ranks of a host that cross at once do not share a NIC (cost::nics).
+  bool software = false;
 };
 
 enum class Level : uint8_t { kSelf, kIntraHost, kInterHost };

@@ -214,12 +214,13 @@ double directCost(const CollArgs& a, const CommView& v) {
   int local = 0;  // the busiest host's ranks: its NICs and CPUs bound the time
   for (const auto& h : v.hostRanks) local = std::max(local, static_cast<int>(h.size()));
   double intra = cost::transfer(v, v.intra, (local - 1) * bytes);
-  double nics = std::max(1, std::min(local, v.nRails));
+  double nics = cost::nics(v, local);
   double inter = cost::transfer(v, v.inter, local * double(n - local) * bytes / nics);
   // A rank handles 2(n-1) messages one after another (n-1 out, n-1 in).
   double perMessage = 2 * ((local - 1) * cost::overhead(v, v.intra) + (n - local) * cost::overhead(v, v.inter));
   double waves = std::min<double>(n - 1, std::ceil(cost::share(v)));
-  double moves = std::max(intra, inter) + perMessage + waves * cost::latency(v, v.slowest());
+  double wait = perMessage + waves * cost::latency(v, v.slowest());
+  double moves = std::max(wait + intra, cost::overlap(v, v.inter, wait, inter));
   switch (a.kind) {
     case CollKind::kAllReduce: return moves + cost::reduce(v, (n - 1) * bytes);
     default: return moves;  // AlltoAll, Gather, Scatter: the only candidate

@@ -5,7 +5,7 @@
 // The step lasts as long as its slowest pair: if any pair is on two hosts
 // it crosses the network. Then every rank of a host whose partner is off the
 // host sends at the same time, so they share the host's NICs (a rail each,
-// up to CommView::nRails): a host with L such ranks and R rails moves L/R
+// up to CommView::nRails; cost::nics): a host with L such ranks and R rails moves L/R
 // times one rank's bytes through each NIC.
 #pragma once
 
@@ -32,8 +32,7 @@ StepLoad stepLoad(const CommView& v, int ranks, Partner partner) {
     if (p >= 0 && !v.sameHost(r, p)) load = std::max(load, ++offHost[v.hostOf[r]]);
   }
   if (load == 0) return StepLoad{&v.intra, 1.0};
-  double nics = std::max(1, std::min(load, v.nRails));
-  return StepLoad{&v.inter, load / nics};
+  return StepLoad{&v.inter, load / nics(v, load)};
 }
 
 // Start-up of the step, paid once per dependent message: the wait for the
@@ -44,6 +43,12 @@ inline double stepLatency(const CommView& v, const StepLoad& s) { return exchang
 // Wire time of `bytes` sent by each rank in the step.
 inline double stepTransfer(const CommView& v, const StepLoad& s, double bytes) {
   return transfer(v, *s.link, bytes * s.nicShare);
+}
+
+// The whole step: its start, then its wire time (less what a token-bucket
+// link saved while the step waited: cost::overlap).
+inline double stepTime(const CommView& v, const StepLoad& s, double bytes) {
+  return overlap(v, *s.link, stepLatency(v, s), stepTransfer(v, s, bytes));
 }
 
 }  // namespace ferry::cost

@@ -203,33 +203,31 @@ Schedule hierSchedule(const CollArgs& a, const CommView& v) {
 }
 
 // Phases run one after the other on one lane, so their times add up. L ranks
-// of a host cross the network at once through min(L, nRails) NICs; the
+// of a host cross the network at once through cost::nics(L) NICs; the
 // intra-host rings pay one intra-host wait per step, H rings per phase. A
 // wait here is a whole exchange start (cost::exchange: the wait and one
 // message each way).
 // AllReduce (B bytes, R rounds of L x H chunks):
 //   2 R H (L-1) intra waits + 2 R (H-1) inter waits
-//   + 2 (L-1)/L B over intra + 2 (H-1)/H B / min(L, nRails) over the network
+//   + 2 (L-1)/L B over intra + 2 (H-1)/H B / nics(L) over the network
 //   + reduction of (L-1)/L B + (H-1)/H B / L.
 // AllGather / ReduceScatter (b bytes per rank, R rounds of one chunk):
 //   R (H-1) inter waits + R H (L-1) intra waits + (H-1) b L / NICs over the
 //   network + (L-1) H b over intra (+ the same reductions for ReduceScatter).
 double hierCost(const CollArgs& a, const CommView& v) {
   double L = static_cast<double>(v.hostRanks[0].size()), H = v.nHosts();
-  double nics = std::max(1.0, std::min(L, static_cast<double>(v.nRails)));
+  double nics = cost::nics(v, static_cast<int>(L));
   double b = static_cast<double>(a.count * a.elemSize);
   double li = cost::exchange(v, v.intra), ln = cost::exchange(v, v.inter);
   if (a.kind == CollKind::kAllReduce) {
     double rounds = cost::chunks(v, b / (L * H));
-    return 2 * rounds * H * (L - 1) * li + 2 * rounds * (H - 1) * ln +
-           cost::transfer(v, v.intra, 2 * (L - 1) / L * b) +
-           cost::transfer(v, v.inter, 2 * (H - 1) / H * b / nics) +
+    return 2 * rounds * H * (L - 1) * li + cost::transfer(v, v.intra, 2 * (L - 1) / L * b) +
+           cost::overlap(v, v.inter, 2 * rounds * (H - 1) * ln, cost::transfer(v, v.inter, 2 * (H - 1) / H * b / nics)) +
            cost::reduce(v, (L - 1) / L * b + (H - 1) / H * b / L);
   }
   double rounds = cost::chunks(v, b);
-  double t = rounds * (H - 1) * ln + rounds * H * (L - 1) * li +
-             cost::transfer(v, v.inter, (H - 1) * b * L / nics) +
-             cost::transfer(v, v.intra, (L - 1) * H * b);
+  double t = cost::overlap(v, v.inter, rounds * (H - 1) * ln, cost::transfer(v, v.inter, (H - 1) * b * L / nics)) +
+             rounds * H * (L - 1) * li + cost::transfer(v, v.intra, (L - 1) * H * b);
   if (a.kind == CollKind::kReduceScatter) t += cost::reduce(v, (L - 1) * H * b + (H - 1) * b);
   return t;
 }

@@ -175,8 +175,8 @@ double patCost(const CollArgs& a, const CommView& v) {
   // rank must compute the same cost, or ranks would choose differently.
   double local = 1;
   for (const auto& h : v.hostRanks) local = std::max(local, static_cast<double>(h.size()));
-  double share = &l == &v.inter ? local / std::max(1.0, std::min(local, double(v.nRails))) : 1.0;
-  double t = rounds * waits * cost::exchange(v, l) + cost::transfer(v, l, (n - 1) * b * share) +
+  double share = &l == &v.inter ? local / cost::nics(v, static_cast<int>(local)) : 1.0;
+  double t = cost::overlap(v, l, rounds * waits * cost::exchange(v, l), cost::transfer(v, l, (n - 1) * b * share)) +
              cost::transfer(v, v.self, n * b);
   if (a.kind == CollKind::kReduceScatter) t += cost::reduce(v, (n - 1) * b);
   return t;

@@ -210,18 +210,18 @@ double rabenseifnerCost(const CollArgs& a, const CommView& v) {
   if (n == 1) return cost::transfer(v, v.self, bytes);
   int m = largestPow2(n);
   double rounds = cost::chunks(v, bytes / 2);
-  double lat = 0, wire = 0, part = bytes;
+  // Each distance is used twice (halving, then doubling back); its pieces
+  // pipeline, so their waits add up and their wire time once.
+  double total = 0, part = bytes;
   for (int d : halvingOrder(v, m)) {
     part /= 2;
     cost::StepLoad s = cost::stepLoad(v, m, [d](int r) { return r ^ d; });
-    lat += 2 * cost::stepLatency(v, s);
-    wire += 2 * cost::stepTransfer(v, s, part);
+    total += 2 * cost::overlap(v, *s.link, rounds * cost::stepLatency(v, s), cost::stepTransfer(v, s, part));
   }
-  double total = rounds * lat + wire + cost::reduce(v, bytes * (m - 1) / m) +
-                 cost::transfer(v, v.self, bytes / 2);
+  total += cost::reduce(v, bytes * (m - 1) / m) + cost::transfer(v, v.self, bytes / 2);
   if (m < n) {
     cost::StepLoad s = cost::stepLoad(v, n, [m](int r) { return r >= m ? r - m : -1; });
-    total += 2 * rounds * cost::stepLatency(v, s) + 2 * cost::stepTransfer(v, s, bytes) +
+    total += 2 * cost::overlap(v, *s.link, rounds * cost::stepLatency(v, s), cost::stepTransfer(v, s, bytes)) +
              cost::reduce(v, bytes) + cost::transfer(v, v.self, bytes / 2);
   }
   return total;

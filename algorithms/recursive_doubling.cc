@@ -156,12 +156,12 @@ double recursiveDoublingCost(const CollArgs& a, const CommView& v) {
   double piece = bytes / k, perChunk = 0;
   for (int d = 1; d < m; d *= 2) {
     cost::StepLoad s = cost::stepLoad(v, m, [d](int r) { return r ^ d; });
-    perChunk += cost::stepLatency(v, s) + cost::stepTransfer(v, s, piece) + cost::reduce(v, piece);
+    perChunk += cost::stepTime(v, s, piece) + cost::reduce(v, piece);
   }
   if (m < n) {
     // Fold in (reduced) and fold out: one message each way.
     cost::StepLoad s = cost::stepLoad(v, n, [m](int r) { return r >= m ? r - m : -1; });
-    perChunk += 2 * (cost::stepLatency(v, s) + cost::stepTransfer(v, s, piece)) + cost::reduce(v, piece);
+    perChunk += 2 * cost::stepTime(v, s, piece) + cost::reduce(v, piece);
   }
   return k * perChunk;
 }

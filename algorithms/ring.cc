@@ -252,7 +252,7 @@ double ringCost(const CollArgs& a, const CommView& v) {
   bool split = a.kind == CollKind::kAllReduce || a.kind == CollKind::kReduceScatter ||
                a.kind == CollKind::kAllGather;
   double rings = split ? static_cast<double>(ringsFor(a, v).size()) : 1.0;
-  double parallel = &l == &v.inter ? std::min<double>(rings, v.nRails) : 1.0;
+  double parallel = &l == &v.inter ? cost::nics(v, static_cast<int>(rings)) : 1.0;
   double bytes = static_cast<double>(a.count * a.elemSize);
   double f = (n - 1.0) / n;
   switch (a.kind) {
@@ -263,15 +263,17 @@ double ringCost(const CollArgs& a, const CommView& v) {
       // steps whose block is not empty (fewer elements than ranks: most are).
       double elems = static_cast<double>(a.count) / rings;
       double busy = std::min(1.0, elems / n);
-      return 2 * (n - 1) * rounds * (cost::latency(v, l) + 2 * busy * cost::overhead(v, l)) +
-             wireTime(v, l, 2 * f * bytes, parallel) + cost::reduce(v, f * bytes);
+      return cost::overlap(v, l, 2 * (n - 1) * rounds * (cost::latency(v, l) + 2 * busy * cost::overhead(v, l)),
+                           wireTime(v, l, 2 * f * bytes, parallel)) +
+             cost::reduce(v, f * bytes);
     }
     case CollKind::kReduceScatter:
     case CollKind::kAllGather: {
       double rounds = cost::chunks(v, bytes / rings);
       double red = a.kind == CollKind::kReduceScatter ? cost::reduce(v, (n - 1) * bytes) : 0.0;
-      return (n - 1) * rounds * (cost::latency(v, l) + 2 * cost::overhead(v, l)) +
-             wireTime(v, l, (n - 1) * bytes, parallel) + red;
+      return cost::overlap(v, l, (n - 1) * rounds * (cost::latency(v, l) + 2 * cost::overhead(v, l)),
+                           wireTime(v, l, (n - 1) * bytes, parallel)) +
+             red;
     }
     case CollKind::kBroadcast:
       return cost::chain(v, l, bytes, n - 1);

@@ -204,7 +204,7 @@ TreeLoad treeLoad(const std::array<RankTree, 2>& trees, const CommView& v, doubl
 }
 
 double nicsOf(const TreeLoad& L, const CommView& v, int h) {
-  return std::max(1, std::min(L.crossers[h], v.nRails));
+  return cost::nics(v, L.crossers[h]);
 }
 
 // The first piece's trip up to the root and back down, the longest over
@@ -219,7 +219,7 @@ double firstPiece(const std::array<RankTree, 2>& trees, const CommView& v, const
         bool local = v.sameHost(x, t.parent[x]);
         const LinkCost& l = local ? v.intra : v.inter;
         // Handled at both ends.
-        double hop = cost::exchange(v, l) + cost::transfer(v, l, local ? piece : piece * nicShare);
+        double hop = cost::overlap(v, l, cost::exchange(v, l), cost::transfer(v, l, local ? piece : piece * nicShare));
         up += hop + cost::reduce(v, piece);
         down += hop;
       }
@@ -242,7 +242,8 @@ double treeCost(const CollArgs& a, const CommView& v) {
     nic = std::max(nic, cost::transfer(v, v.inter, L.outOfHost[h] * piece / nicsOf(L, v, h)));
   // Added, not overlapped, as everywhere in the model: a socket network's
   // copies are CPU work too.
-  return firstPiece(trees, v, L, piece) + (k - 1) * (*std::max_element(L.cpu.begin(), L.cpu.end()) + nic);
+  double cpu = *std::max_element(L.cpu.begin(), L.cpu.end());
+  return firstPiece(trees, v, L, piece) + (k - 1) * cost::overlap(v, v.inter, cpu, nic);
 }
 
 }  // namespace ferry

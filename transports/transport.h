@@ -143,6 +143,7 @@ struct TransportReport {
   std::string deviceName;  // that device's name (e.g. the interface)
   double mbps = 0;         // that device's speed in Mbit/s (0: unknown)
   double latencyUs = 0;    // its latency in microseconds (0: unknown)
+  bool software = false;   // no hardware behind it (no PCI path: veth, bridge, lo)
   // Bytes one direction of its connections buffers (slots x slot size); a
   // collective step must fit in half of the smallest (0: no connections).
   size_t fifoBytes = 0;

@@ -31,6 +31,7 @@ struct ViewInfo {
   int32_t sendDevice = -1;
   float netMbps = 0;        // 0: unknown
   float netLatencyUs = 0;   // 0: unknown
+  int32_t netSoftware = 0;  // 1: the device has no hardware (TransportReport::software)
   float memcpyBytesPerUs = 0;
   float reduceBytesPerUs = 0;
   float stepLatencyUs = 0;
@@ -70,6 +71,7 @@ ViewInfo myInfo(const std::vector<std::unique_ptr<Transport>>& transports, uint6
     me.sendDevice = r.sendDevice;
     me.netMbps = static_cast<float>(r.mbps);
     me.netLatencyUs = static_cast<float>(r.latencyUs);
+    me.netSoftware = r.software ? 1 : 0;
     snprintf(me.nic, sizeof(me.nic), "%s", r.deviceName.c_str());
   }
   const HostCalibration& cal = hostCalibration();
@@ -89,6 +91,7 @@ void applyOverrides(CommView* v) {
   if (int64_t mbs = config::getInt(Param::kIntraBwMBs); mbs > 0) v->intra.bytesPerUs = double(mbs);
   if (int64_t ns = config::getInt(Param::kInterLatNs); ns > 0) v->inter.latencyUs = ns / 1000.0;
   if (int64_t mbit = config::getInt(Param::kInterBwMbits); mbit > 0) v->inter.bytesPerUs = mbit / 8.0;
+  if (int64_t b = config::getInt(Param::kInterBurstBytes); b > 0) v->inter.burstBytes = double(b);
 }
 
 // A step must fit in half of the smallest FIFO any rank's connections have
@@ -146,7 +149,7 @@ Status Comm::buildView() {
   v.nRails = 1;
   double cachedCopy = 1e30, cachedReduce = 1e30, cache = 1e30;
   double memcpy = 1e30, reduce = 1e30, step = 0, mbps = 1e30, netLat = 0;
-  bool netKnown = false;
+  bool netKnown = false, anyNet = false, software = true;
   for (const auto& host : v.hostRanks) {
     const ViewInfo& first = all[host[0]];
     memcpy = std::min<double>(memcpy, first.memcpyBytesPerUs);
@@ -167,6 +170,7 @@ Status Comm::buildView() {
     v.nRails = std::max(v.nRails, i.netDevices);
     if (i.netMbps > 0) mbps = std::min<double>(mbps, i.netMbps), netKnown = true;
     netLat = std::max<double>(netLat, i.netLatencyUs);
+    if (i.netDevices > 0) software = software && i.netSoftware, anyNet = true;
   }
   v.self = LinkCost{0.1, memcpy, 0.0};
   // A message between two ranks of a host is copied twice (into the FIFO
@@ -174,6 +178,9 @@ Status Comm::buildView() {
   v.intra = LinkCost{step, memcpy / 2, kShmOverheadUs};
   v.inter = LinkCost{netLat > 0 ? netLat : kDefaultNetLatencyUs,
                      (netKnown ? mbps : kDefaultNetMbps) / 8.0, kNetOverheadUs};
+  // Every rank's device is software (namespaces of one machine): no NIC to
+  // share. One real NIC anywhere and the NIC model holds.
+  v.inter.software = anyNet && software;
   v.reduceBytesPerUs = reduce;
   v.cachedCopyBytesPerUs = cachedCopy;
   v.cachedReduceBytesPerUs = cachedReduce;

@@ -119,6 +119,7 @@ TransportReport NetTransport::report() const {
     if (props.name) r.deviceName = props.name;
     r.mbps = props.speed > 0 ? props.speed : 0;
     r.latencyUs = props.latency > 0 ? props.latency : 0;
+    r.software = props.pciPath == nullptr || props.pciPath[0] == '\0';
   }
   return r;
 }

@@ -78,7 +78,7 @@ TEST(CommViewPrint, JsonTwoHosts) {
   for (const char* want :
        {"\"nranks\": 4", "\"hosts\": [{\"host\": 0, \"ranks\": [0, 1]}, {\"host\": 1, \"ranks\": [2, 3]}]",
         "{\"rank\": 3, \"host\": 1, \"localRank\": 1, \"rail\": 1, \"nic\": \"\"}", "\"nRails\": 2",
-        "\"levels\": {\"self\": {\"latencyUs\": 1, \"bandwidthGBs\": 1, \"overheadUs\": 0.2}", "\"intra\": {", "\"inter\": {",
+        "\"levels\": {\"self\": {\"latencyUs\": 1, \"bandwidthGBs\": 1, \"overheadUs\": 0.2, \"burstBytes\": 0, \"software\": false}", "\"intra\": {", "\"inter\": {",
         "\"reduceGBs\": 2", "\"oversubscription\": 1", "\"chunkBytes\": 4096", "\"allLocal\": false",
         "\"rings\": [[1, 0, 3, 2], [0, 1, 2, 3]]", "\"calibration\": \"file /tmp/a \\\"b\\\"\""})
     EXPECT_NE(j.find(want), std::string::npos) << want << " in " << j;

@@ -11,6 +11,7 @@
 #include "algorithms/algo_filter.h"
 #include "algorithms/algorithm.h"
 #include "algorithms/builders.h"
+#include "algorithms/cost_model.h"
 #include "algorithms/tuner.h"
 
 namespace ferry {
@@ -225,6 +226,56 @@ TEST(Registry, NamesAndCollectives) {
   ASSERT_TRUE(f.isOk());
   CollArgs a = args(CollKind::kAllGather, 0, 4, 1 << 20);
   EXPECT_EQ(selectSchedule(a, v, f.value()).value().algorithm, "bruck");
+}
+
+
+// A token-bucket link (LinkCost::burstBytes) lets waits hide wire time,
+// up to its bucket; a wire (burst 0) adds them.
+TEST(CostShape, TokenBucketOverlapsWaitsWithWireTime) {
+  CommView v = makeView(blocksOf(4, 1));
+  v.inter = LinkCost{1.0, 125.0, 5.0};  // 1 Gbit/s
+  EXPECT_DOUBLE_EQ(cost::overlap(v, v.inter, 10, 30), 40);
+  v.inter.burstBytes = 125.0 * 5;       // 5 us of credit
+  EXPECT_DOUBLE_EQ(cost::overlap(v, v.inter, 10, 30), 35);
+  v.inter.burstBytes = 131072;
+  EXPECT_DOUBLE_EQ(cost::overlap(v, v.inter, 10, 30), 30);
+  EXPECT_DOUBLE_EQ(cost::overlap(v, v.inter, 10, 4), 10);
+  EXPECT_DOUBLE_EQ(cost::overlap(v, v.intra, 10, 30), 40);  // only the bucket's link
+  // 4 hosts x 1 rank, 8 KiB (measured: recursive doubling 131-140 us, its
+  // wire time; Rabenseifner 108-146 us): the bucket turns the choice.
+  v.oversubscription = 2;
+  CollArgs a = args(CollKind::kAllReduce, 0, 4, 2048, 4);
+  v.inter.burstBytes = 0;
+  double wire = recursiveDoublingCost(a, v);
+  EXPECT_LT(wire, rabenseifnerCost(a, v));
+  v.inter.burstBytes = 131072;
+  EXPECT_GT(recursiveDoublingCost(a, v), rabenseifnerCost(a, v));
+  // Both steps' waits (1 us + 2 x 5 us x 2 ranks per core) are hidden.
+  EXPECT_NEAR(recursiveDoublingCost(a, v), wire - 2 * 21.0, 1e-9);
+}
+
+// On a software link (veths between namespaces) ranks of a host that cross
+// at once do not share a NIC. 2 hosts x 2 ranks, 32 KiB, this machine's view
+// (measured: recursive doubling 50.6 us, Rabenseifner 67 us).
+TEST(CostShape, SoftwareLinksDoNotShareANic) {
+  CommView v = makeView(blocksOf(4, 2));
+  v.self = LinkCost{0.1, 14066.0, 0.0};
+  v.intra = LinkCost{0.516, 7033.0, 0.3};
+  v.inter = LinkCost{1.0, 1250.0, 5.0};
+  v.reduceBytesPerUs = 9570.0;
+  v.oversubscription = 2;
+  v.nRails = 1;
+  CollArgs a = args(CollKind::kAllReduce, 0, 4, 8192, 4);
+  EXPECT_DOUBLE_EQ(cost::nics(v, 2), 1.0);
+  EXPECT_GT(recursiveDoublingCost(a, v), rabenseifnerCost(a, v));
+  v.inter.software = true;
+  EXPECT_DOUBLE_EQ(cost::nics(v, 2), 2.0);
+  EXPECT_LT(recursiveDoublingCost(a, v), rabenseifnerCost(a, v));
+  v.nRails = 4;  // rails beyond the crossing ranks change nothing
+  EXPECT_DOUBLE_EQ(cost::nics(v, 2), 2.0);
+  v.inter.software = false;
+  EXPECT_DOUBLE_EQ(cost::nics(v, 2), 2.0);
+  EXPECT_DOUBLE_EQ(cost::nics(v, 8), 4.0);
 }
 
 }  // namespace
