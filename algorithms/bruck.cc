@@ -188,8 +188,7 @@ double bruckCost(const CollArgs& a, const CommView& v) {
   for (const BruckStep& st : bruckSteps(n)) {
     int d = st.d;
     cost::StepLoad s = cost::stepLoad(v, n, [&](int r) { return gather ? (r - d + n) % n : (r + d) % n; });
-    total += cost::overlap(v, *s.link, rounds * std::ceil(static_cast<double>(st.cnt) / g) * cost::stepLatency(v, s),
-                           cost::stepTransfer(v, s, st.cnt * block));
+    total += cost::stepTime(v, s, st.cnt * block, rounds * std::ceil(static_cast<double>(st.cnt) / g));
   }
   if (!gather) total += cost::reduce(v, (n - 1) * block) + cost::transfer(v, v.self, bruckSteps(n).back().d * block);
   return total;

@@ -45,10 +45,11 @@ inline double stepTransfer(const CommView& v, const StepLoad& s, double bytes) {
   return transfer(v, *s.link, bytes * s.nicShare);
 }
 
-// The whole step: its start, then its wire time (less what a token-bucket
-// link saved while the step waited: cost::overlap).
-inline double stepTime(const CommView& v, const StepLoad& s, double bytes) {
-  return overlap(v, *s.link, stepLatency(v, s), stepTransfer(v, s, bytes));
+// The whole step: its start (`starts` of them when its bytes go in pieces
+// that each wait), then its wire time, less what a token-bucket link saved
+// while the step waited (cost::overlap).
+inline double stepTime(const CommView& v, const StepLoad& s, double bytes, double starts = 1) {
+  return overlap(v, *s.link, starts * stepLatency(v, s), stepTransfer(v, s, bytes));
 }
 
 }  // namespace ferry::cost

@@ -216,13 +216,12 @@ double rabenseifnerCost(const CollArgs& a, const CommView& v) {
   for (int d : halvingOrder(v, m)) {
     part /= 2;
     cost::StepLoad s = cost::stepLoad(v, m, [d](int r) { return r ^ d; });
-    total += 2 * cost::overlap(v, *s.link, rounds * cost::stepLatency(v, s), cost::stepTransfer(v, s, part));
+    total += 2 * cost::stepTime(v, s, part, rounds);
   }
   total += cost::reduce(v, bytes * (m - 1) / m) + cost::transfer(v, v.self, bytes / 2);
   if (m < n) {
     cost::StepLoad s = cost::stepLoad(v, n, [m](int r) { return r >= m ? r - m : -1; });
-    total += 2 * cost::overlap(v, *s.link, rounds * cost::stepLatency(v, s), cost::stepTransfer(v, s, bytes)) +
-             cost::reduce(v, bytes) + cost::transfer(v, v.self, bytes / 2);
+    total += 2 * cost::stepTime(v, s, bytes, rounds) + cost::reduce(v, bytes) + cost::transfer(v, v.self, bytes / 2);
   }
   return total;
 }

@@ -240,8 +240,8 @@ double treeCost(const CollArgs& a, const CommView& v) {
   double nic = 0;
   for (int h = 0; h < v.nHosts(); ++h)
     nic = std::max(nic, cost::transfer(v, v.inter, L.outOfHost[h] * piece / nicsOf(L, v, h)));
-  // Added, not overlapped, as everywhere in the model: a socket network's
-  // copies are CPU work too.
+  // Added, as everywhere in the model (a socket network's copies are CPU
+  // work too); only a token bucket's saved time overlaps them (cost::overlap).
   double cpu = *std::max_element(L.cpu.begin(), L.cpu.end());
   return firstPiece(trees, v, L, piece) + (k - 1) * cost::overlap(v, v.inter, cpu, nic);
 }

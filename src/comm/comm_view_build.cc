@@ -170,7 +170,10 @@ Status Comm::buildView() {
     v.nRails = std::max(v.nRails, i.netDevices);
     if (i.netMbps > 0) mbps = std::min<double>(mbps, i.netMbps), netKnown = true;
     netLat = std::max<double>(netLat, i.netLatencyUs);
-    if (i.netDevices > 0) software = software && i.netSoftware, anyNet = true;
+    if (i.netDevices > 0) {
+      anyNet = true;
+      software = software && i.netSoftware;
+    }
   }
   v.self = LinkCost{0.1, memcpy, 0.0};
   // A message between two ranks of a host is copied twice (into the FIFO
