@@ -91,7 +91,7 @@ struct CommView {
   // Every host has the same number of ranks.
   bool uniformHosts() const;
   // This view for a call that touches `bytes` per rank: when that working
-  // set (input and output, for every rank sharing a core) fits in the cache,
+  // set (input and output) fits in the cache and no two ranks share a core,
   // copies within a host and reductions run at the cached speeds.
   CommView atSize(double bytes) const;
   // The slowest level any two ranks of this communicator cross.

@@ -107,3 +107,36 @@ TEST(CommViewPrint, Table) {
 
 }  // namespace
 }  // namespace ferry
+
+
+namespace ferry {
+namespace {
+
+// atSize: cached speeds for a working set that fits, unless ranks share cores.
+TEST(CommViewAtSize, CachedSpeedsOnlyWithACorePerRank) {
+  CommView v = makeView({0, 0, 0, 0});
+  v.self.bytesPerUs = 10000;
+  v.intra.bytesPerUs = 5000;
+  v.reduceBytesPerUs = 8000;
+  v.cachedCopyBytesPerUs = 40000;
+  v.cachedReduceBytesPerUs = 30000;
+  v.cacheBytes = 1 << 20;
+
+  CommView fits = v.atSize(128 << 10);  // 256 KiB working set: fits
+  EXPECT_EQ(fits.self.bytesPerUs, 40000);
+  EXPECT_EQ(fits.intra.bytesPerUs, 10000);  // a quarter: read from the other core's cache
+  EXPECT_EQ(fits.reduceBytesPerUs, 30000);
+
+  CommView large = v.atSize(1 << 20);  // 2 MiB: does not fit
+  EXPECT_EQ(large.self.bytesPerUs, 10000);
+  EXPECT_EQ(large.reduceBytesPerUs, 8000);
+
+  v.oversubscription = 2;  // two ranks per core: no cached figures at any size
+  CommView shared = v.atSize(8 << 10);
+  EXPECT_EQ(shared.self.bytesPerUs, 10000);
+  EXPECT_EQ(shared.intra.bytesPerUs, 5000);
+  EXPECT_EQ(shared.reduceBytesPerUs, 8000);
+}
+
+}  // namespace
+}  // namespace ferry
