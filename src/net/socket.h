@@ -3,7 +3,8 @@
 // Every socket made here is non-blocking and close-on-exec; the blocking-style
 // helpers (connect/accept/sendAll/recvAll) poll in short slices so that a set
 // abort flag is noticed within ~kSliceMs and no call outlives its deadline.
-// A peer that closes or resets the connection is reported as Code::kRemote
+// A peer that closes or resets the connection (or a network error on the
+// way to it: abort, timeout, unreachable) is reported as Code::kRemote
 // naming the peer's address.
 #pragma once
 

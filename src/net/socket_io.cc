@@ -16,7 +16,12 @@ Status peerGone(const Socket& s, int err) {
                      std::strerror(err));
 }
 
-bool peerError(int err) { return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT; }
+// The peer or the path to it failed (not this process): a reset, a broken
+// pipe, a connection aborted here (e.g. `ss -K`), a timeout, no route.
+bool peerError(int err) {
+  return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == ECONNABORTED ||
+         err == EHOSTUNREACH || err == ENETUNREACH;
+}
 
 // An abort shuts sockets down, which surfaces as EOF/EPIPE: report the abort.
 Status failure(const Status& st, const Until& until) {

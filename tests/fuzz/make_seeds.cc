@@ -107,6 +107,7 @@ void netHello() {
   hd.nSocks = 2;
   hd.nonce = 0xabcdef;
   hd.inlineBytes = 65536;
+  hd.retryMs = 5000;
   addr("10.0.0.1:41000").pack(hd.addr);
   hd.pending = nullptr;
   uint8_t buf[NCCL_NET_HANDLE_MAXSIZE] = {};
@@ -116,7 +117,15 @@ void netHello() {
   std::memcpy(buf, &hd, sizeof(hd));
   Out().put(uint8_t(1)).raw(buf, sizeof(buf)).write("net_hello", "socket_handle_bad_threads");
   netsocket::Hello sh{netsocket::kMagic, 2, 4, 0, 0xabcdef, 99};
-  Out().put(uint8_t(2)).put(uint64_t(0xabcdef)).put(uint8_t(4)).put(sh).write("net_hello", "socket_hello");
+  Out().put(uint8_t(2)).put(uint64_t(0xabcdef)).put(uint8_t(4)).put(uint8_t(1)).put(sh)
+      .write("net_hello", "socket_hello");
+  sh.epoch = 3;
+  Out().put(uint8_t(2)).put(uint64_t(0xabcdef)).put(uint8_t(4)).put(uint8_t(1)).put(sh)
+      .write("net_hello", "socket_hello_resume");
+  netsocket::ResumeReply rr{netsocket::kResumeMagic, netsocket::kResumed, 7};
+  Out().put(uint8_t(3)).put(uint64_t(5)).put(uint64_t(9)).put(rr).write("net_hello", "resume_reply");
+  rr.status = netsocket::kUnknown;
+  Out().put(uint8_t(3)).put(uint64_t(5)).put(uint64_t(9)).put(rr).write("net_hello", "resume_reply_unknown");
 }
 
 void pluginProps() {

@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "transports/netsocket/net_comm.h"
+#include "transports/netsocket/net_retry.h"
 
 namespace ferry::netsocket {
 
@@ -46,17 +47,24 @@ Config readConfig() {
   c.nThreads = static_cast<int>(threads);
   c.nSocks = static_cast<int>(socks);
   c.inlineBytes = static_cast<uint32_t>(std::clamp<int64_t>(inl, 0, 1 << 30));
+  c.retryMs = static_cast<uint32_t>(
+      std::clamp<int64_t>(config::getInt(Param::kNetRetryMs), 0, kMaxRetryMs));
   return c;
 }
 
+Comm::Comm(bool send, const Config& cfg) : send_(send), cfg_(cfg) {}
+
 Result<std::unique_ptr<Comm>> Comm::create(bool send, std::vector<Socket> socks,
-                                           const Config& cfg) {
+                                           const Config& cfg, Origin origin) {
   if (socks.size() != static_cast<size_t>(cfg.nStreams()) + 1) {
     return internalError("NET/Socket: comm needs " + std::to_string(cfg.nStreams() + 1) +
                          " sockets, got " + std::to_string(socks.size()));
   }
   std::unique_ptr<Comm> c(new Comm(send, cfg));
+  // First: a recv comm leaves its hub (~RetryLink) even if creation fails below.
+  if (cfg.retryMs > 0) c->retry_ = std::make_unique<RetryLink>(cfg.retryMs, std::move(origin));
   for (auto& r : c->reqs_) r.comm = c.get();
+  c->peer_ = socks[0].peer();
   c->ctrl_ = std::move(socks[0]);
   for (size_t i = 1; i < socks.size(); ++i) {
     c->streams_.push_back(std::make_unique<Stream>());
@@ -74,27 +82,40 @@ Result<std::unique_ptr<Comm>> Comm::create(bool send, std::vector<Socket> socks,
     c->workers_.push_back(std::move(w));
   }
   // Threads start last: ~Comm joins whatever was started if this fails half way.
-  for (auto& w : c->workers_) {
+  FERRY_TRY(c->startWorkers());
+  FERRY_INFO(log::kNet, "NET/Socket: %s comm with %s: %d threads x %d sockets, inline < %u bytes%s",
+             send ? "send" : "recv", c->peer().toString().c_str(), cfg.nThreads, cfg.nSocks,
+             cfg.inlineBytes, cfg.retryMs ? (", retry window " + std::to_string(cfg.retryMs) + " ms").c_str() : "");
+  return c;
+}
+
+Status Comm::startWorkers() {
+  for (auto& w : workers_) {
+    w->stop.store(false, std::memory_order_relaxed);  // also the caller-driven one (0 threads)
     if (w->wakeFd < 0) continue;
     try {
-      w->thread = std::thread(workerMain, w.get(), send);
+      w->thread = std::thread(workerMain, w.get(), send_);
     } catch (const std::system_error& e) {
       return systemError(std::string("NET/Socket: cannot start a helper thread: ") + e.what());
     }
   }
-  FERRY_INFO(log::kNet, "NET/Socket: %s comm with %s: %d threads x %d sockets, inline < %u bytes",
-             send ? "send" : "recv", c->peer().toString().c_str(), cfg.nThreads, cfg.nSocks,
-             cfg.inlineBytes);
-  return c;
+  return Status::ok();
 }
 
-Comm::~Comm() {
+void Comm::stopWorkers() {
   for (auto& w : workers_) {
     w->stop.store(true, std::memory_order_release);
     w->wake();
   }
   for (auto& w : workers_) {
     if (w->thread.joinable()) w->thread.join();
+  }
+}
+
+Comm::~Comm() {
+  stopWorkers();
+  if (retry_) sayBye();
+  for (auto& w : workers_) {
     if (w->wakeFd >= 0) ::close(w->wakeFd);
   }
 }
@@ -110,6 +131,11 @@ void Comm::fail(const Status& st) {
 Status Comm::failure() {
   std::lock_guard<std::mutex> lock(errMu_);
   return err_;
+}
+
+void Comm::TEST_injectReset(int index) {
+  if (index == 0) ctrlInject_.store(true);
+  if (index > 0 && index <= static_cast<int>(streams_.size())) streams_[index - 1]->injectReset.store(true);
 }
 
 Status Comm::post(void* data, size_t size, Request** out) {
@@ -129,6 +155,10 @@ Status Comm::post(void* data, size_t size, Request** out) {
   r->phase = Phase::kHeader;
   r->hdrDone = r->inlineDone = 0;
   r->chunksLeft.store(0, std::memory_order_relaxed);
+  if (retry_) {
+    r->seq = retry_->posted++;
+    retry_->bySeq[r->seq % NCCL_NET_MAX_REQUESTS] = r;
+  }
   ctrlQueue_.push_back(r);
   *out = r;
   // Start moving now; the caller's test() calls continue from here.
@@ -168,12 +198,20 @@ Status Comm::progressCtrl(Request* r, bool* moved) {
                          r->hdrDone == 0 ? &eof : nullptr);
     if (!n.isOk()) return n.status();
     if (eof) {
+      // With retry on, only a "bye" ends the stream on purpose.
+      if (retry_) return remoteError("NET/Socket: " + peer().toString() + " closed the connection");
       peerClosed_ = true;
       return Status::ok();
     }
     if (n.value() == 0) return Status::ok();
     r->hdrDone += n.value();
     *moved = true;
+    if (r->hdrDone == sizeof(r->size) && !send_ && retry_ && r->size == kBye) {
+      peerClosed_ = true;
+      r->hdrDone = 0;
+      r->size = 0;
+      return Status::ok();
+    }
     if (r->hdrDone == sizeof(r->size) && !send_ && r->size > r->cap) {
       return invalidUsage("NET/Socket: message truncated: " + peer().toString() + " sent " +
                           std::to_string(r->size) + " bytes, the receive buffer holds " +
@@ -198,7 +236,14 @@ Status Comm::progressCtrl(Request* r, bool* moved) {
   return Status::ok();
 }
 
-Status Comm::progress() {
+Status Comm::progress() { return retry_ ? progressRetry() : pump(); }
+
+// Move what the sockets take now: control parts in order, then (without
+// helper threads) the data streams.
+Status Comm::pump() {
+  if (ctrlInject_.load(std::memory_order_relaxed) && ctrlInject_.exchange(false)) {
+    return resetForTest(ctrl_);
+  }
   bool moved = true;
   while (moved) {
     moved = false;
@@ -222,8 +267,11 @@ Status Comm::test(Request* r, bool* done, size_t* size) {
     fail(st);
     return failure();
   }
-  bool finished = r->phase == Phase::kDone ||
-                  (r->phase == Phase::kStreams && r->chunksLeft.load(std::memory_order_acquire) == 0);
+  // With retry on: sends once acknowledged, receives in posting order.
+  bool finished = retry_ ? r->seq < retry_->confirmed
+                         : r->phase == Phase::kDone ||
+                               (r->phase == Phase::kStreams &&
+                                r->chunksLeft.load(std::memory_order_acquire) == 0);
   if (!finished) {
     // A helper thread may have failed while this request waits on it.
     if (failed_.load(std::memory_order_acquire)) return failure();

@@ -1,5 +1,7 @@
 // Internals of the Socket network: wire formats, the per-connection Comm
 // (control socket + data streams + helper threads) and setup state.
+// With FERRY_NET_RETRY_MS > 0 a comm also survives a broken connection
+// (net_retry.h).
 #pragma once
 
 #include <atomic>
@@ -25,6 +27,8 @@ constexpr int kMaxStreams = 64;
 // Streamed requests are cut into chunks no smaller than this, so a mid-size
 // request does not pay a syscall per stream for a few bytes each.
 constexpr size_t kMinChunkBytes = 64 * 1024;
+// Longest retry window a handle may ask for (a larger FERRY_NET_RETRY_MS is capped).
+constexpr uint32_t kMaxRetryMs = 3600 * 1000;
 
 // Thread/stream layout of a connection; the listener picks it and ships it in
 // the handle so both ends agree whatever their environments say.
@@ -32,6 +36,7 @@ struct Config {
   int nThreads = 1;      // 0: the caller's test() moves the data streams
   int nSocks = 1;        // data sockets per thread
   uint32_t inlineBytes = 65536;
+  uint32_t retryMs = 0;  // 0: a broken connection fails at once (no acks, no resume)
   int nStreams() const { return (nThreads > 0 ? nThreads : 1) * nSocks; }
 };
 Config readConfig();
@@ -44,6 +49,7 @@ struct Handle {
   uint16_t nSocks;
   uint64_t nonce;
   uint32_t inlineBytes;
+  uint32_t retryMs;
   uint8_t addr[SockAddr::kPackedBytes];
   void* pending;
 };
@@ -54,10 +60,23 @@ struct Hello {
   uint32_t magic;
   uint32_t index;
   uint32_t nStreams;
-  uint32_t pad;
+  uint32_t epoch;   // 0: a new connection; n > 0: the n-th attempt to resume connId
   uint64_t nonce;
   uint64_t connId;  // groups the sockets of one connector
 };
+
+// The receiver's first bytes on the control socket of a resumed connection.
+struct ResumeReply {
+  uint32_t magic;     // kResumeMagic
+  uint32_t status;    // kResumed, or kUnknown: no comm owns that connId (it was closed)
+  uint64_t received;  // kResumed: messages the receiver holds completely
+};
+constexpr uint32_t kResumeMagic = 0x52534b46u;  // "FKSR"
+constexpr uint32_t kResumed = 0;
+constexpr uint32_t kUnknown = 1;
+// A control-socket word that is never a size or a count: the peer closed its
+// comm on purpose (a header from the sender, an ack from the receiver).
+constexpr uint64_t kBye = ~uint64_t{0};
 
 class Comm;
 
@@ -69,6 +88,7 @@ struct Request {
   size_t cap = 0;        // posted buffer size
   uint64_t size = 0;     // sender's size (the wire header)
   Phase phase = Phase::kFree;
+  uint64_t seq = 0;      // posting order (retry on)
   size_t hdrDone = 0;
   size_t inlineDone = 0;
   std::atomic<int> chunksLeft{0};
@@ -86,6 +106,7 @@ struct Stream {
   Chunk cur;                // touched by the owner only
   size_t curDone = 0;
   bool hasCur = false;
+  std::atomic<bool> injectReset{false};  // test hook: the owner resets the socket
 };
 
 // Owner of some streams: a helper thread, or (nThreads == 0) the caller.
@@ -105,11 +126,23 @@ struct Worker {
 };
 void workerMain(Worker* w, bool send);
 
+class Hub;
+struct RetryLink;
+
+// Where a comm came from: what a sender needs to reconnect, and where a
+// receiver finds its sender's resume connections (both used with retry on).
+struct Origin {
+  uint64_t connId = 0;
+  SockAddr to;                // send: the listener's address
+  uint64_t nonce = 0;         // send: the listener's nonce
+  std::shared_ptr<Hub> hub;   // recv: the listener it was accepted from
+};
+
 class Comm {
  public:
   // socks[0] is the control socket, then cfg.nStreams() data sockets.
   static Result<std::unique_ptr<Comm>> create(bool send, std::vector<Socket> socks,
-                                              const Config& cfg);
+                                              const Config& cfg, Origin origin = {});
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
@@ -119,20 +152,53 @@ class Comm {
   Status test(Request* r, bool* done, size_t* size);
   // Record the first error; every later call on this comm reports it.
   void fail(const Status& st);
-  const SockAddr& peer() const { return ctrl_.peer(); }
+  // A helper thread's stream failed: a break to ride out (retry on) or fail().
+  void streamFailed(const Status& st);
+  const SockAddr& peer() const { return peer_; }
   // True the first time only: a dead comm is WARNed about once, not per test().
   bool firstReport() { return !reported_.exchange(true); }
 
+  // Test hook (tests/unit/netsocket): whoever drives socket `index` (0: the
+  // control socket, i: data stream i-1) resets it (RST to the peer) on its
+  // next turn, as a network fault would.
+  void TEST_injectReset(int index);
+
  private:
-  Comm(bool send, const Config& cfg) : send_(send), cfg_(cfg) {}
+  Comm(bool send, const Config& cfg);
   Status progress();
+  Status pump();
   Status progressCtrl(Request* r, bool* moved);
   void startStreams(Request* r);
   Status failure();
+  Status startWorkers();
+  void stopWorkers();
+
+  // Retry (net_retry.cc).
+  Status progressRetry();
+  Status healthyStep();
+  Status readAcks();
+  Status takeAck(uint64_t v);
+  void advanceReceived();
+  Status writeAcks();
+  bool transient(const Status& st) const;
+  void beginBreak(const Status& cause);
+  void detachSockets();
+  Status attachSockets(std::vector<Socket> socks);
+  void restartFrom(uint64_t seq);
+  Status redial();
+  Status finishRedial();
+  void backOff();
+  Status awaitResume();
+  Status pollResume();
+  Status adoptResume(std::vector<Socket> socks, uint32_t epoch);
+  Status giveUp();
+  void sayBye();
 
   bool send_;
   Config cfg_;
+  SockAddr peer_;
   Socket ctrl_;
+  std::atomic<bool> ctrlInject_{false};  // TEST_injectReset(0)
   std::vector<std::unique_ptr<Stream>> streams_;
   std::vector<std::unique_ptr<Worker>> workers_;
   Request reqs_[NCCL_NET_MAX_REQUESTS];
@@ -143,10 +209,15 @@ class Comm {
   // wait for a header.
   bool peerClosed_ = false;
   uint64_t nextStream_ = 0;         // round robin over streams, same on both ends
+  std::unique_ptr<RetryLink> retry_;  // null when retry is off
   std::mutex errMu_;
   Status err_;
   std::atomic<bool> failed_{false};
   std::atomic<bool> reported_{false};
 };
+
+// The test hook's reset, by the socket's owner: the peer gets an RST, and
+// the returned error is what a reset connection reports here.
+Status resetForTest(Socket& s);
 
 }  // namespace ferry::netsocket

@@ -31,26 +31,6 @@ bool retryable(int err) {
          err == ENETUNREACH || err == EAGAIN || err == EINTR;
 }
 
-}  // namespace
-
-// connect()'s progress: Handle::pending points at it, and the network
-// context's ConnectingSet owns it until it completes or fails.
-struct Connecting {
-  struct Conn {
-    Socket sock;
-    int stage = 0;  // 0 start, 1 connecting, 2 writing hello, 3 done
-    size_t sent = 0;
-    Hello hello{};
-  };
-  SockAddr to;
-  Config cfg;
-  int64_t deadlineMs = 0;
-  int lastErr = 0;
-  std::vector<Conn> conns;
-};
-
-namespace {
-
 Status startConnect(Connecting& c, Connecting::Conn& k) {
   int fd = ::socket(c.to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return systemError(std::string("NET/Socket: socket() failed: ") + std::strerror(errno));
@@ -89,7 +69,8 @@ Status finishConnect(Connecting& c, Connecting::Conn& k) {
   return Status::ok();
 }
 
-// One pass over every socket; *done when all hellos are written.
+}  // namespace
+
 Status stepConnecting(Connecting& c, bool* done) {
   *done = true;
   for (auto& k : c.conns) {
@@ -110,42 +91,56 @@ Status stepConnecting(Connecting& c, bool* done) {
   return Status::ok();
 }
 
-Result<Connecting*> beginConnect(const void* handle) {
-  FERRY_ASSIGN(HandleView v, decodeHandle(handle, sizeof(Handle)));
+std::unique_ptr<Connecting> newConnecting(const SockAddr& to, const Config& cfg, uint64_t nonce,
+                                          uint64_t connId, uint32_t epoch, int64_t deadlineMs) {
   auto c = std::make_unique<Connecting>();
-  c->to = v.to;
-  c->cfg = v.cfg;
-  c->deadlineMs = nowMs() + config::getInt(config::Param::kInitTimeoutMs);
-  uint64_t connId = random64();
-  int n = c->cfg.nStreams() + 1;
+  c->to = to;
+  c->cfg = cfg;
+  c->deadlineMs = deadlineMs;
+  int n = cfg.nStreams() + 1;
   c->conns.resize(n);
   for (int i = 0; i < n; ++i) {
-    c->conns[i].hello = Hello{kMagic, static_cast<uint32_t>(i), static_cast<uint32_t>(n - 1), 0,
-                              v.nonce, connId};
+    c->conns[i].hello = Hello{kMagic, static_cast<uint32_t>(i), static_cast<uint32_t>(n - 1), epoch,
+                              nonce, connId};
   }
-  return c.release();
+  return c;
+}
+
+namespace {
+
+Result<Connecting*> beginConnect(const void* handle) {
+  FERRY_ASSIGN(HandleView v, decodeHandle(handle, sizeof(Handle)));
+  int64_t deadline = nowMs() + config::getInt(config::Param::kInitTimeoutMs);
+  return newConnecting(v.to, v.cfg, v.nonce, random64(), 0, deadline).release();
 }
 
 }  // namespace
 
+ListenComm::~ListenComm() {
+  if (hub) hub->closeListen();
+}
+
 Result<std::unique_ptr<ListenComm>> listenOn(int dev, void* handle) {
   FERRY_ASSIGN(SockAddr addr, deviceAddr(dev));
   addr.setPort(0);
+  FERRY_ASSIGN(Socket listener, listenSocket(addr));
+  Config cfg = readConfig();
+  uint64_t nonce = random64();
   auto l = std::make_unique<ListenComm>();
-  FERRY_ASSIGN(l->listener, listenSocket(addr));
-  l->nonce = random64();
-  l->cfg = readConfig();
+  l->hub = std::make_shared<Hub>(std::move(listener), nonce, cfg);
   Handle h{};
   h.magic = kMagic;
-  h.nThreads = static_cast<uint16_t>(l->cfg.nThreads);
-  h.nSocks = static_cast<uint16_t>(l->cfg.nSocks);
-  h.nonce = l->nonce;
-  h.inlineBytes = l->cfg.inlineBytes;
-  l->listener.peer().pack(h.addr);
+  h.nThreads = static_cast<uint16_t>(cfg.nThreads);
+  h.nSocks = static_cast<uint16_t>(cfg.nSocks);
+  h.nonce = nonce;
+  h.inlineBytes = cfg.inlineBytes;
+  h.retryMs = cfg.retryMs;
+  l->hub->addr().pack(h.addr);
   h.pending = nullptr;
   std::memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
   std::memcpy(handle, &h, sizeof(h));
-  FERRY_INFO(log::kNet, "NET/Socket: listening on %s", l->listener.peer().toString().c_str());
+  FERRY_INFO(log::kNet, "NET/Socket: listening on %s%s", l->hub->addr().toString().c_str(),
+             cfg.retryMs ? (", retry window " + std::to_string(cfg.retryMs) + " ms").c_str() : "");
   return l;
 }
 
@@ -198,80 +193,26 @@ Status connectStep(void* handle, Comm** out, ConnectingSet* live) {
   std::vector<Socket> socks;
   for (auto& k : c->conns) socks.push_back(std::move(k.sock));
   Config cfg = c->cfg;
+  Origin origin;
+  origin.to = c->to;
+  origin.nonce = c->conns[0].hello.nonce;
+  origin.connId = c->conns[0].hello.connId;
   finish();
-  FERRY_ASSIGN(std::unique_ptr<Comm> comm, Comm::create(true, std::move(socks), cfg));
+  FERRY_ASSIGN(std::unique_ptr<Comm> comm, Comm::create(true, std::move(socks), cfg, origin));
   *out = comm.release();
   return Status::ok();
 }
 
-namespace {
-
-// Read (more of) a hello; Ok + false: keep waiting. Error: drop the socket.
-Result<bool> readHello(ListenComm::Pending& p) {
-  bool eof = false;
-  char* dst = reinterpret_cast<char*>(&p.hello);
-  FERRY_ASSIGN(size_t n, recvSome(p.sock, dst + p.got, sizeof(p.hello) - p.got, &eof));
-  if (eof) return remoteError("connection from " + p.sock.peer().toString() + " closed before its hello");
-  p.got += n;
-  return p.got == sizeof(p.hello);
-}
-
-// Place a complete hello's socket in its group; refuse strangers.
-Status admit(ListenComm* l, ListenComm::Pending& p) {
-  const Hello& h = p.hello;
-  std::string who = p.sock.peer().toString();
-  uint32_t want = static_cast<uint32_t>(l->cfg.nStreams());
-  FERRY_TRY(checkHello(h, l->nonce, want, who));
-  ListenComm::Group& g = l->groups[h.connId];
-  if (g.socks.empty()) g.socks.resize(want + 1);
-  if (g.socks[h.index].valid()) {
-    return invalidUsage("refusing connection from " + who + ": duplicate stream " + std::to_string(h.index));
-  }
-  g.socks[h.index] = std::move(p.sock);
-  g.have++;
-  return Status::ok();
-}
-
-}  // namespace
-
 Status acceptStep(ListenComm* l, Comm** out) {
   *out = nullptr;
-  // Take every connection the kernel has queued.
-  for (int i = 0; i < 2 * kMaxStreams; ++i) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof(ss);
-    int fd = ::accept4(l->listener.fd(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) break;
-      return systemError("NET/Socket: accept on " + l->listener.peer().toString() + " failed: " +
-                         std::strerror(errno));
-    }
-    ListenComm::Pending p;
-    p.sock = Socket(fd, SockAddr::fromSockaddr(reinterpret_cast<sockaddr*>(&ss), len));
-    FERRY_TRY(setNoDelay(fd));
-    l->pending.push_back(std::move(p));
-  }
-  for (size_t i = 0; i < l->pending.size();) {
-    Result<bool> got = readHello(l->pending[i]);
-    Status st = got.status();
-    bool finished = !got.isOk() || got.value();
-    if (st.isOk() && finished) st = admit(l, l->pending[i]);
-    if (!st.isOk()) FERRY_WARN("NET/Socket: %s; still listening on %s", st.message().c_str(),
-                               l->listener.peer().toString().c_str());
-    if (finished) {
-      l->pending.erase(l->pending.begin() + i);  // closes a refused socket
-    } else {
-      ++i;
-    }
-  }
-  for (auto it = l->groups.begin(); it != l->groups.end(); ++it) {
-    if (it->second.have != static_cast<int>(it->second.socks.size())) continue;
-    std::vector<Socket> socks = std::move(it->second.socks);
-    l->groups.erase(it);
-    FERRY_ASSIGN(std::unique_ptr<Comm> comm, Comm::create(false, std::move(socks), l->cfg));
-    *out = comm.release();
-    return Status::ok();
-  }
+  FERRY_TRY(l->hub->poll());
+  std::vector<Socket> socks;
+  Origin origin;
+  if (!l->hub->takeNew(&socks, &origin.connId)) return Status::ok();
+  const Config& cfg = l->hub->config();
+  if (cfg.retryMs > 0) origin.hub = l->hub;
+  FERRY_ASSIGN(std::unique_ptr<Comm> comm, Comm::create(false, std::move(socks), cfg, origin));
+  *out = comm.release();
   return Status::ok();
 }
 

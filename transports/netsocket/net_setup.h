@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "transports/netsocket/net_comm.h"
+#include "transports/netsocket/net_hub.h"
 
 namespace ferry::netsocket {
 
@@ -17,23 +17,31 @@ namespace ferry::netsocket {
 Result<SockAddr> deviceAddr(int dev);
 
 struct ListenComm {
-  struct Pending {
-    Socket sock;
-    Hello hello{};
-    size_t got = 0;
-  };
-  struct Group {
-    std::vector<Socket> socks;  // by hello index
-    int have = 0;
-  };
-  Socket listener;
-  uint64_t nonce = 0;
-  Config cfg;
-  std::vector<Pending> pending;
-  std::map<uint64_t, Group> groups;  // by connId
+  std::shared_ptr<Hub> hub;
+  ~ListenComm();  // new connections are refused; resumes still arrive (retry on)
 };
 
-struct Connecting;
+// A non-blocking connect of every socket of one connection, each sending its
+// hello: connect()'s progress (Handle::pending points at it) and a sender's
+// reconnect (net_retry.cc).
+struct Connecting {
+  struct Conn {
+    Socket sock;
+    int stage = 0;  // 0 start, 1 connecting, 2 writing hello, 3 done
+    size_t sent = 0;
+    Hello hello{};
+  };
+  SockAddr to;
+  Config cfg;
+  int64_t deadlineMs = 0;
+  int lastErr = 0;  // the last retryable connect error (the socket is retried)
+  std::vector<Conn> conns;
+};
+
+std::unique_ptr<Connecting> newConnecting(const SockAddr& to, const Config& cfg, uint64_t nonce,
+                                          uint64_t connId, uint32_t epoch, int64_t deadlineMs);
+// One pass over every socket; *done when all hellos are written.
+Status stepConnecting(Connecting& c, bool* done);
 
 // The connect()s in progress of one network context. NCCL's net API has no
 // call that cancels a connect (its progress lives behind the caller's

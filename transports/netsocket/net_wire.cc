@@ -18,15 +18,21 @@ Result<HandleView> decodeHandle(const void* handle, size_t size) {
   v.cfg.nThreads = h.nThreads;
   v.cfg.nSocks = h.nSocks;
   v.cfg.inlineBytes = h.inlineBytes;
+  v.cfg.retryMs = h.retryMs;
   v.nonce = h.nonce;
   if (v.cfg.nThreads > kMaxThreads || v.cfg.nSocks < 1 || v.cfg.nStreams() > kMaxStreams) {
     return invalidArgument("NET/Socket: connect: handle asks for " + std::to_string(h.nThreads) +
                            " threads x " + std::to_string(h.nSocks) + " sockets");
   }
+  if (v.cfg.retryMs > kMaxRetryMs) {
+    return invalidArgument("NET/Socket: connect: handle asks for a retry window of " +
+                           std::to_string(h.retryMs) + " ms");
+  }
   return v;
 }
 
-Status checkHello(const Hello& h, uint64_t nonce, uint32_t want, const std::string& who) {
+Status checkHello(const Hello& h, uint64_t nonce, uint32_t want, const std::string& who,
+                  bool resumeOk) {
   if (h.magic != kMagic || h.nonce != nonce) {
     return invalidUsage("refusing connection from " + who + ": wrong " +
                         (h.magic != kMagic ? "magic" : "nonce") + " (not this listener's peer)");
@@ -36,7 +42,27 @@ Status checkHello(const Hello& h, uint64_t nonce, uint32_t want, const std::stri
                         " of " + std::to_string(h.nStreams) + ", expected " + std::to_string(want) +
                         " streams");
   }
+  if (h.epoch != 0 && !resumeOk) {
+    return invalidUsage("refusing connection from " + who +
+                        ": it resumes a connection, but retry is off here (FERRY_NET_RETRY_MS=0)");
+  }
   return Status::ok();
+}
+
+Result<uint64_t> checkResumeReply(const ResumeReply& r, uint64_t acked, uint64_t posted,
+                                  const std::string& who) {
+  if (r.magic != kResumeMagic || (r.status != kResumed && r.status != kUnknown)) {
+    return remoteError("NET/Socket: " + who + " answered a resume with garbage");
+  }
+  if (r.status == kUnknown) {
+    return remoteError("NET/Socket: " + who + " no longer has this connection (it was closed)");
+  }
+  if (r.received < acked || r.received > posted) {
+    return remoteError("NET/Socket: " + who + " holds " + std::to_string(r.received) +
+                       " messages, but " + std::to_string(acked) + " were acknowledged and " +
+                       std::to_string(posted) + " sent");
+  }
+  return r.received;
 }
 
 }  // namespace ferry::netsocket

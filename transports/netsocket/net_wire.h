@@ -1,6 +1,6 @@
 // Checking what a Socket-network peer sends before any of it is used: the
-// listen handle (it travels through the communicator's allgather) and the
-// hello on each accepted socket. Pure functions over bytes; the fuzz target
+// listen handle (it travels through the communicator's allgather), the
+// hello on each accepted socket and the reply to a resume (retry on). Pure functions over bytes; the fuzz target
 // tests/fuzz/fuzz_net_hello.cc calls them directly.
 #pragma once
 
@@ -26,6 +26,15 @@ Result<HandleView> decodeHandle(const void* handle, size_t size);
 
 // A complete hello from `who` on a listener with `nonce` whose connections
 // have `wantStreams` data streams: an error says why the socket is refused.
-Status checkHello(const Hello& h, uint64_t nonce, uint32_t wantStreams, const std::string& who);
+// A resume (epoch > 0) is refused unless `resumeOk` (retry on).
+Status checkHello(const Hello& h, uint64_t nonce, uint32_t wantStreams, const std::string& who,
+                  bool resumeOk);
+
+// The receiver's reply to a resume, from a sender that has `acked` of its
+// `posted` messages acknowledged: the count to resend from (acked <= n <=
+// posted), or why the connection cannot go on (kUnknown: the receiver closed
+// it; anything else is not a Socket-network peer).
+Result<uint64_t> checkResumeReply(const ResumeReply& r, uint64_t acked, uint64_t posted,
+                                  const std::string& who);
 
 }  // namespace ferry::netsocket

@@ -28,6 +28,9 @@ bool takeNext(Worker& w, Stream& s) {
 
 // Drive one stream until its socket would block or its queue is empty.
 Status pump(Worker& w, Stream& s, bool send, bool* moved) {
+  if (s.injectReset.load(std::memory_order_relaxed) && s.injectReset.exchange(false)) {
+    return resetForTest(s.sock);
+  }
   // Checking stop here bounds closeSend/closeRecv even while a peer keeps draining.
   while (!w.stop.load(std::memory_order_relaxed) && (s.hasCur || takeNext(w, s))) {
     size_t left = s.cur.len - s.curDone;
@@ -92,8 +95,8 @@ void workerMain(Worker* w, bool send) {
     if (!broken) {
       Status st = w->step(send, &moved);
       if (!st.isOk()) {
-        w->comm->fail(st);
-        broken = true;  // the comm is dead; only wait for close now
+        w->comm->streamFailed(st);
+        broken = true;  // only wait to be stopped now (close, or a resume)
       }
     }
     if (moved) continue;

@@ -1,0 +1,243 @@
+// Comm's retry (see net_retry.h): acknowledgements, breaks and resumes.
+#include "transports/netsocket/net_retry.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/wait.h"
+#include "transports/netsocket/net_hub.h"
+#include "transports/netsocket/net_setup.h"
+#include "transports/netsocket/net_wire.h"
+
+namespace ferry::netsocket {
+namespace {
+
+// A receiver that saw no break itself looks for a resume this often.
+constexpr int64_t kHubPollMs = 20;
+
+bool transferred(const Request* r) {
+  return r->phase == Phase::kDone ||
+         (r->phase == Phase::kStreams && r->chunksLeft.load(std::memory_order_acquire) == 0);
+}
+
+}  // namespace
+
+RetryLink::RetryLink(int64_t window, Origin o) : windowMs(window), origin(std::move(o)) {}
+
+RetryLink::~RetryLink() {
+  if (origin.hub) origin.hub->leave(origin.connId);
+}
+
+Status resetForTest(Socket& s) {
+  linger lg{1, 0};
+  (void)setsockopt(s.fd(), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+  // Put an unconnected socket in the fd's place: the connected one closes
+  // with an RST, and the fd number stays valid for its owner.
+  int spare = ::socket(s.peer().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (spare < 0 || ::dup2(spare, s.fd()) < 0) s.shutdown();
+  if (spare >= 0) ::close(spare);
+  return remoteError("NET/Socket: connection to " + s.peer().toString() +
+                     " failed: reset (injected by a test)");
+}
+
+void Comm::streamFailed(const Status& st) {
+  if (!retry_) return fail(st);
+  {
+    std::lock_guard<std::mutex> lock(errMu_);
+    if (retry_->workerCause.isOk()) retry_->workerCause = st;
+  }
+  retry_->workerBroke.store(true, std::memory_order_release);
+}
+
+bool Comm::transient(const Status& st) const {
+  return st.code() == Code::kRemote && !peerClosed_ && !retry_->gone;
+}
+
+Status Comm::progressRetry() {
+  RetryLink& k = *retry_;
+  Status st = k.broken ? (send_ ? redial() : awaitResume()) : Status::ok();
+  if (st.isOk() && !k.broken) st = healthyStep();
+  if (st.isOk() || !transient(st)) return st;
+  beginBreak(st);
+  return Status::ok();
+}
+
+Status Comm::healthyStep() {
+  RetryLink& k = *retry_;
+  auto workerBreak = [&] {
+    if (!k.workerBroke.load(std::memory_order_acquire)) return Status::ok();
+    std::lock_guard<std::mutex> lock(errMu_);
+    return k.workerCause;
+  };
+  FERRY_TRY(workerBreak());
+  Status st = pump();
+  if (st.isOk()) st = workerBreak();
+  if (send_) {
+    // Acks first: a "bye" read before the reset it caused makes the failure final.
+    Status acks = readAcks();
+    return k.gone || st.isOk() ? acks : st;
+  }
+  FERRY_TRY(st);
+  advanceReceived();
+  FERRY_TRY(writeAcks());
+  int64_t now = nowMs();
+  if (now < k.nextHubPollMs) return Status::ok();
+  k.nextHubPollMs = now + kHubPollMs;
+  return pollResume();
+}
+
+Status Comm::readAcks() {
+  RetryLink& k = *retry_;
+  for (;;) {
+    bool eof = false;
+    FERRY_ASSIGN(size_t n, recvSome(ctrl_, k.in + k.inLen, sizeof(k.in) - k.inLen, &eof));
+    if (eof) return remoteError("NET/Socket: " + peer().toString() + " closed the connection");
+    if (n == 0) return Status::ok();
+    k.inLen += n;
+    size_t whole = k.inLen / sizeof(uint64_t) * sizeof(uint64_t);
+    for (size_t i = 0; i < whole; i += sizeof(uint64_t)) {
+      uint64_t v;
+      std::memcpy(&v, k.in + i, sizeof(v));
+      FERRY_TRY(takeAck(v));
+    }
+    std::memmove(k.in, k.in + whole, k.inLen - whole);
+    k.inLen -= whole;
+  }
+}
+
+Status Comm::takeAck(uint64_t v) {
+  RetryLink& k = *retry_;
+  if (v == kBye) {
+    k.gone = true;
+    return remoteError("NET/Socket: " + peer().toString() + " closed the connection");
+  }
+  if (v < k.confirmed || v > k.posted) {
+    k.gone = true;  // a peer that miscounts cannot be resumed either
+    return remoteError("NET/Socket: " + peer().toString() + " acknowledged " + std::to_string(v) +
+                       " messages; " + std::to_string(k.confirmed) + " were acknowledged before, " +
+                       std::to_string(k.posted) + " sent");
+  }
+  k.confirmed = v;
+  return Status::ok();
+}
+
+void Comm::advanceReceived() {
+  RetryLink& k = *retry_;
+  while (k.confirmed < k.posted && transferred(k.bySeq[k.confirmed % NCCL_NET_MAX_REQUESTS])) {
+    k.confirmed++;
+  }
+}
+
+// One ack per call at most, of the newest count: acks coalesce.
+Status Comm::writeAcks() {
+  RetryLink& k = *retry_;
+  if (k.outDone == k.outLen && k.ackSent < k.confirmed) {
+    std::memcpy(k.out, &k.confirmed, sizeof(k.confirmed));
+    k.outLen = sizeof(k.confirmed);
+    k.outDone = 0;
+    k.ackSent = k.confirmed;
+  }
+  while (k.outDone < k.outLen) {
+    FERRY_ASSIGN(size_t n, sendSome(ctrl_, k.out + k.outDone, k.outLen - k.outDone));
+    if (n == 0) break;
+    k.outDone += n;
+  }
+  return Status::ok();
+}
+
+void Comm::beginBreak(const Status& cause) {
+  RetryLink& k = *retry_;
+  detachSockets();
+  k.broken = true;
+  k.cause = cause;
+  k.brokeAtMs = nowMs();
+  k.attempts = 0;
+  k.lastError.clear();
+  k.backoffMs = 0;
+  k.nextTryMs = 0;
+  FERRY_WARN("NET/Socket: %s connection %s %s broke (%s); %s within %lld ms (FERRY_NET_RETRY_MS)",
+             send_ ? "send" : "recv", send_ ? "to" : "from", peer().toString().c_str(),
+             cause.message().c_str(), send_ ? "reconnecting" : "waiting for the sender to reconnect",
+             static_cast<long long>(k.windowMs));
+}
+
+// Stop the helper threads and close every socket (the peer then notices the
+// break too); queued chunks and half-moved control bytes are dropped.
+void Comm::detachSockets() {
+  RetryLink& k = *retry_;
+  stopWorkers();
+  ctrl_.close();
+  ctrlInject_.store(false);
+  for (auto& s : streams_) {
+    s->sock.close();
+    s->queue.clear();
+    s->hasCur = false;
+    s->curDone = 0;
+    s->injectReset.store(false);
+  }
+  k.workerBroke.store(false);
+  {
+    std::lock_guard<std::mutex> lock(errMu_);
+    k.workerCause = Status::ok();
+  }
+  k.inLen = k.outLen = k.outDone = 0;
+  k.dial.reset();
+}
+
+Status Comm::attachSockets(std::vector<Socket> socks) {
+  ctrl_ = std::move(socks[0]);
+  for (size_t i = 1; i < socks.size(); ++i) streams_[i - 1]->sock = std::move(socks[i]);
+  return startWorkers();
+}
+
+// Messages from `from` on start over from their header, on both ends.
+void Comm::restartFrom(uint64_t from) {
+  RetryLink& k = *retry_;
+  k.confirmed = std::max(k.confirmed, from);
+  ctrlQueue_.clear();
+  for (uint64_t s = k.confirmed; s < k.posted; ++s) {
+    Request* r = k.bySeq[s % NCCL_NET_MAX_REQUESTS];
+    r->phase = Phase::kHeader;
+    r->hdrDone = r->inlineDone = 0;
+    r->chunksLeft.store(0, std::memory_order_relaxed);
+    if (!send_) r->size = 0;
+    ctrlQueue_.push_back(r);
+  }
+  nextStream_ = 0;
+}
+
+Status Comm::giveUp() {
+  RetryLink& k = *retry_;
+  k.gone = true;
+  k.dial.reset();
+  if (k.origin.hub) k.origin.hub->leave(k.origin.connId);
+  std::string what = send_ ? "was not re-established" : "was not resumed by the sender";
+  std::string tries = send_ ? std::to_string(k.attempts) + " attempts" : "";
+  if (!k.lastError.empty()) tries += (tries.empty() ? "" : ", ") + ("last error: " + k.lastError);
+  return remoteError("NET/Socket: " + std::string(send_ ? "connection to " : "connection from ") +
+                     peer().toString() + " broke (" + k.cause.message() + ") and " + what +
+                     " within " + std::to_string(k.windowMs) + " ms (FERRY_NET_RETRY_MS" +
+                     (tries.empty() ? "" : "; " + tries) + "); giving up");
+}
+
+// A comm closed on purpose tells the peer, if its control socket is between
+// messages, so the peer fails now rather than wait for a resume.
+void Comm::sayBye() {
+  RetryLink& k = *retry_;
+  if (k.broken || k.gone || !ctrl_.valid()) return;
+  if (send_) {
+    if (!ctrlQueue_.empty() && ctrlQueue_.front()->hdrDone != 0) return;
+    (void)readAcks();  // unread bytes would turn the close into a reset
+  } else if (k.outDone != k.outLen) {
+    return;
+  }
+  uint64_t bye = kBye;
+  (void)sendSome(ctrl_, &bye, sizeof(bye));
+}
+
+}  // namespace ferry::netsocket

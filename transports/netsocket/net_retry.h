@@ -1,0 +1,83 @@
+// Riding out a broken connection (FERRY_NET_RETRY_MS > 0, the listener's
+// value, carried in the handle so both ends agree).
+//
+// Acknowledgements: the receiver writes on the control socket, back to the
+// sender, the count of messages it holds completely (8 bytes, cumulative,
+// one write per progress pass that completed something). A send request
+// completes only once acknowledged, so the sender never has to copy: until
+// then the caller's buffer is still there to resend from. Receives complete
+// in posting order, so the count always covers exactly what test() reported.
+//
+// A break: a socket of the connection fails with a peer/network error
+// (reset, broken pipe, abort, timeout, unreachable, or an end of stream
+// that no "bye" announced). Both ends WARN once, stop their helper threads
+// and close every socket of the connection (so the other end notices too).
+//  - The sender reconnects to the listener's address with the same connId
+//    and a growing epoch (Hello::epoch > 0), pacing attempts, until the
+//    window (from the break) expires. A refused connect means nobody listens
+//    there any more (the receiving process is gone): it gives up at once.
+//  - The receiver's sockets arrive through the Hub it was accepted from
+//    (the listening socket outlives the ListenComm). A receiver that saw no
+//    break itself also takes a resume it finds there (it looks every 20 ms).
+//  - The receiver answers with ResumeReply{received}; both ends drop what
+//    they had of later messages, restart the stream round robin, and the
+//    sender sends again every message from `received` on, header first.
+// A comm closed on purpose says "bye" (kBye in place of a header or an ack)
+// when its control socket is between messages, so the other end fails at
+// once instead of waiting for a resume; a resume for a connection the
+// receiver has closed gets kUnknown.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "transports/netsocket/net_comm.h"
+
+namespace ferry::netsocket {
+
+struct Connecting;
+
+struct RetryLink {
+  explicit RetryLink(int64_t window, Origin o);
+  ~RetryLink();
+
+  int64_t windowMs;
+  Origin origin;
+
+  // Messages by posting order: [confirmed, posted) are all live requests.
+  uint64_t posted = 0;
+  uint64_t confirmed = 0;  // send: acknowledged; recv: completely received
+  Request* bySeq[NCCL_NET_MAX_REQUESTS] = {};
+
+  // Receiver -> sender bytes on the control socket: a reply, then acks.
+  char out[sizeof(ResumeReply)] = {};
+  size_t outLen = 0;
+  size_t outDone = 0;
+  uint64_t ackSent = 0;
+  // Sender: ack bytes read and not yet taken.
+  char in[64] = {};
+  size_t inLen = 0;
+  // No resume any more: the peer said bye or refused one, or the window passed.
+  bool gone = false;
+
+  // Break and resume.
+  std::atomic<bool> workerBroke{false};  // a helper thread's stream failed
+  Status workerCause;                    // guarded by Comm::errMu_
+  bool broken = false;
+  Status cause;
+  int64_t brokeAtMs = 0;
+  uint32_t epoch = 0;  // the connection's current (receiver: adopted) epoch
+  int attempts = 0;
+  std::string lastError;
+  std::unique_ptr<Connecting> dial;  // send: the reconnect in progress
+  int64_t dialStartMs = 0;
+  bool dialed = false;  // every socket of `dial` connected and sent its hello
+  ResumeReply reply{};
+  size_t replyGot = 0;
+  int64_t nextTryMs = 0;
+  int64_t backoffMs = 0;
+  int64_t nextHubPollMs = 0;  // recv: a healthy comm looks for resumes now and then
+};
+
+}  // namespace ferry::netsocket
