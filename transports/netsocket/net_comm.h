@@ -179,6 +179,8 @@ class Comm {
   Status readAcks();
   Status takeAck(uint64_t v);
   void advanceReceived();
+  bool sendDone(Request* r);
+  void confirm(uint64_t count);
   Status writeAcks();
   bool transient(const Status& st) const;
   void beginBreak(const Status& cause);
@@ -203,7 +205,8 @@ class Comm {
   std::vector<std::unique_ptr<Worker>> workers_;
   Request reqs_[NCCL_NET_MAX_REQUESTS];
   std::deque<Request*> ctrlQueue_;  // posted, control part not finished, posting order
-  // Receive side: the peer closed between messages. Not an error by itself
+  // Receive side (and send side with retry on: the receiver said bye): the
+  // peer closed between messages. Not an error by itself
   // (a peer that sent everything may close first while earlier messages are
   // still arriving on the data streams); it fails only requests that still
   // wait for a header.

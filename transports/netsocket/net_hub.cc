@@ -72,11 +72,11 @@ Status Hub::place(Group& g, Pending& p) {
   return Status::ok();
 }
 
-// Nobody owns that connection any more: say so on its control socket (a
+// Nobody owns that connection (any more): say so on its control socket (a
 // fresh socket takes 16 bytes at once; if not, the sender's attempt just
 // fails later) so the sender gives up now instead of at the end of its window.
 void Hub::refuseResume(Pending& p) {
-  FERRY_INFO(log::kNet, "NET/Socket: resume of a closed connection from %s refused",
+  FERRY_INFO(log::kNet, "NET/Socket: resume from %s refused (no such connection here)",
              p.sock.peer().toString().c_str());
   if (p.hello.index != 0) return;
   ResumeReply r{kResumeMagic, kUnknown, 0};
@@ -87,7 +87,11 @@ void Hub::refuseResume(Pending& p) {
 Status Hub::admit(Pending& p) {
   const Hello& h = p.hello;
   std::string who = p.sock.peer().toString();
-  FERRY_TRY(checkHello(h, nonce_, static_cast<uint32_t>(cfg_.nStreams()), who, cfg_.retryMs > 0));
+  Status valid = checkHello(h, nonce_, static_cast<uint32_t>(cfg_.nStreams()), who, cfg_.retryMs > 0);
+  if (!valid.isOk()) {
+    if (h.epoch != 0) refuseResume(p);  // a final answer: the sender stops retrying
+    return valid;
+  }
   if (h.epoch == 0) {
     if (!listenOpen_) return invalidUsage("refusing connection from " + who + ": the listen comm is closed");
     return place(fresh_[h.connId], p);

@@ -78,9 +78,10 @@ Status Comm::healthyStep() {
   Status st = pump();
   if (st.isOk()) st = workerBreak();
   if (send_) {
-    // Acks first: a "bye" read before the reset it caused makes the failure final.
+    // Acks even after an error: a "bye" read before the reset it caused
+    // makes the failure final (transient() then says no).
     Status acks = readAcks();
-    return k.gone || st.isOk() ? acks : st;
+    return st.isOk() ? acks : st;
   }
   FERRY_TRY(st);
   advanceReceived();
@@ -93,14 +94,14 @@ Status Comm::healthyStep() {
 
 Status Comm::readAcks() {
   RetryLink& k = *retry_;
-  for (;;) {
+  while (!peerClosed_) {
     bool eof = false;
     FERRY_ASSIGN(size_t n, recvSome(ctrl_, k.in + k.inLen, sizeof(k.in) - k.inLen, &eof));
     if (eof) return remoteError("NET/Socket: " + peer().toString() + " closed the connection");
     if (n == 0) return Status::ok();
     k.inLen += n;
     size_t whole = k.inLen / sizeof(uint64_t) * sizeof(uint64_t);
-    for (size_t i = 0; i < whole; i += sizeof(uint64_t)) {
+    for (size_t i = 0; i < whole && !peerClosed_; i += sizeof(uint64_t)) {
       uint64_t v;
       std::memcpy(&v, k.in + i, sizeof(v));
       FERRY_TRY(takeAck(v));
@@ -108,13 +109,15 @@ Status Comm::readAcks() {
     std::memmove(k.in, k.in + whole, k.inLen - whole);
     k.inLen -= whole;
   }
+  return Status::ok();
 }
 
 Status Comm::takeAck(uint64_t v) {
   RetryLink& k = *retry_;
   if (v == kBye) {
-    k.gone = true;
-    return remoteError("NET/Socket: " + peer().toString() + " closed the connection");
+    // Not an error for what it acknowledged before; test() fails what is left.
+    peerClosed_ = true;
+    return Status::ok();
   }
   if (v < k.confirmed || v > k.posted) {
     k.gone = true;  // a peer that miscounts cannot be resumed either
@@ -122,13 +125,42 @@ Status Comm::takeAck(uint64_t v) {
                        " messages; " + std::to_string(k.confirmed) + " were acknowledged before, " +
                        std::to_string(k.posted) + " sent");
   }
-  k.confirmed = v;
+  confirm(v);
   return Status::ok();
+}
+
+// Acknowledged: shadows up to `count` are free again.
+void Comm::confirm(uint64_t count) {
+  RetryLink& k = *retry_;
+  for (; k.confirmed < count; ++k.confirmed) {
+    Request* r = k.bySeq[k.confirmed % RetryLink::kRing];
+    if (k.isShadow(r)) r->phase = Phase::kFree;
+  }
+}
+
+bool Comm::sendDone(Request* r) {
+  RetryLink& k = *retry_;
+  if (r->seq < k.confirmed) return true;
+  if (r->phase != Phase::kDone || r->size >= cfg_.inlineBytes) return false;
+  Request* s = nullptr;
+  for (size_t i = 0; i < NCCL_NET_MAX_REQUESTS && !s; ++i) {
+    if (k.shadows[i].phase == Phase::kFree) s = &k.shadows[i];
+  }
+  if (!s) return false;  // all in use: this one waits for its ack
+  std::vector<char>& bytes = k.shadowBytes[s - k.shadows];
+  bytes.assign(r->data, r->data + r->size);
+  s->comm = this;
+  s->data = bytes.data();
+  s->cap = s->size = r->size;
+  s->seq = r->seq;
+  s->phase = Phase::kDone;
+  k.bySeq[r->seq % RetryLink::kRing] = s;
+  return true;
 }
 
 void Comm::advanceReceived() {
   RetryLink& k = *retry_;
-  while (k.confirmed < k.posted && transferred(k.bySeq[k.confirmed % NCCL_NET_MAX_REQUESTS])) {
+  while (k.confirmed < k.posted && transferred(k.bySeq[k.confirmed % RetryLink::kRing])) {
     k.confirmed++;
   }
 }
@@ -198,10 +230,10 @@ Status Comm::attachSockets(std::vector<Socket> socks) {
 // Messages from `from` on start over from their header, on both ends.
 void Comm::restartFrom(uint64_t from) {
   RetryLink& k = *retry_;
-  k.confirmed = std::max(k.confirmed, from);
+  confirm(from);
   ctrlQueue_.clear();
   for (uint64_t s = k.confirmed; s < k.posted; ++s) {
-    Request* r = k.bySeq[s % NCCL_NET_MAX_REQUESTS];
+    Request* r = k.bySeq[s % RetryLink::kRing];
     r->phase = Phase::kHeader;
     r->hdrDone = r->inlineDone = 0;
     r->chunksLeft.store(0, std::memory_order_relaxed);

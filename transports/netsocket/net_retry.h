@@ -5,8 +5,11 @@
 // sender, the count of messages it holds completely (8 bytes, cumulative,
 // one write per progress pass that completed something). A send request
 // completes only once acknowledged, so the sender never has to copy: until
-// then the caller's buffer is still there to resend from. Receives complete
-// in posting order, so the count always covers exactly what test() reported.
+// then the caller's buffer is still there to resend from. An inline message
+// (< FERRY_NET_SOCKET_INLINE_BYTES) is copied aside instead once written, so
+// small sends complete as they do without retry, without waiting for the
+// receiver. Receives complete in posting order, so the count always covers
+// exactly what test() reported.
 //
 // A break: a socket of the connection fails with a peer/network error
 // (reset, broken pipe, abort, timeout, unreachable, or an end of stream
@@ -31,6 +34,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "transports/netsocket/net_comm.h"
 
@@ -45,10 +50,15 @@ struct RetryLink {
   int64_t windowMs;
   Origin origin;
 
-  // Messages by posting order: [confirmed, posted) are all live requests.
+  // Messages by posting order: [confirmed, posted) are live requests or
+  // (send) shadows, the copies of inline messages already reported done.
+  static constexpr int kRing = 2 * NCCL_NET_MAX_REQUESTS;
   uint64_t posted = 0;
   uint64_t confirmed = 0;  // send: acknowledged; recv: completely received
-  Request* bySeq[NCCL_NET_MAX_REQUESTS] = {};
+  Request* bySeq[kRing] = {};
+  Request shadows[NCCL_NET_MAX_REQUESTS];
+  std::vector<char> shadowBytes[NCCL_NET_MAX_REQUESTS];
+  bool isShadow(const Request* r) const { return r >= shadows && r < shadows + NCCL_NET_MAX_REQUESTS; }
 
   // Receiver -> sender bytes on the control socket: a reply, then acks.
   char out[sizeof(ResumeReply)] = {};

@@ -55,7 +55,7 @@ Result<uint64_t> checkResumeReply(const ResumeReply& r, uint64_t acked, uint64_t
     return remoteError("NET/Socket: " + who + " answered a resume with garbage");
   }
   if (r.status == kUnknown) {
-    return remoteError("NET/Socket: " + who + " no longer has this connection (it was closed)");
+    return remoteError("NET/Socket: " + who + " refused to resume the connection (it has no such connection: closed, or never accepted)");
   }
   if (r.received < acked || r.received > posted) {
     return remoteError("NET/Socket: " + who + " holds " + std::to_string(r.received) +
