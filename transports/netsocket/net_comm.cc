@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "transports/netsocket/net_comm.h"
+#include "transports/netsocket/net_hub.h"
 #include "transports/netsocket/net_retry.h"
 
 namespace ferry::netsocket {
@@ -83,6 +84,7 @@ Result<std::unique_ptr<Comm>> Comm::create(bool send, std::vector<Socket> socks,
   }
   // Threads start last: ~Comm joins whatever was started if this fails half way.
   FERRY_TRY(c->startWorkers());
+  if (c->retry_ && c->retry_->origin.hub) c->retry_->origin.hub->enroll(c->retry_->origin.connId, c.get());
   FERRY_INFO(log::kNet, "NET/Socket: %s comm with %s: %d threads x %d sockets, inline < %u bytes%s",
              send ? "send" : "recv", c->peer().toString().c_str(), cfg.nThreads, cfg.nSocks,
              cfg.inlineBytes, cfg.retryMs ? (", retry window " + std::to_string(cfg.retryMs) + " ms").c_str() : "");
@@ -113,6 +115,11 @@ void Comm::stopWorkers() {
 }
 
 Comm::~Comm() {
+  std::unique_lock<std::mutex> call(callMu_, std::defer_lock);
+  if (retry_) {
+    call.lock();  // the hub's thread is not inside, and will not come in after leave()
+    if (retry_->origin.hub) retry_->origin.hub->leave(retry_->origin.connId);
+  }
   stopWorkers();
   if (retry_) sayBye();
   for (auto& w : workers_) {
@@ -140,6 +147,8 @@ void Comm::TEST_injectReset(int index) {
 
 Status Comm::post(void* data, size_t size, Request** out) {
   *out = nullptr;
+  std::unique_lock<std::mutex> call(callMu_, std::defer_lock);
+  if (retry_) call.lock();
   if (failed_.load(std::memory_order_acquire)) return failure();
   Request* r = nullptr;
   for (auto& q : reqs_) {
@@ -261,6 +270,8 @@ Status Comm::pump() {
 
 Status Comm::test(Request* r, bool* done, size_t* size) {
   *done = false;
+  std::unique_lock<std::mutex> call(callMu_, std::defer_lock);
+  if (retry_) call.lock();
   if (failed_.load(std::memory_order_acquire)) return failure();
   Status st = progress();
   if (!st.isOk()) {

@@ -158,6 +158,11 @@ class Comm {
   // True the first time only: a dead comm is WARNed about once, not per test().
   bool firstReport() { return !reported_.exchange(true); }
 
+  // For the hub's thread (retry on): lock the comm if no call is inside it,
+  // then have it adopt the resume that arrived for it (and unlock).
+  bool tryPin() { return callMu_.try_lock(); }
+  void resumeFromHub();
+
   // Test hook (tests/unit/netsocket): whoever drives socket `index` (0: the
   // control socket, i: data stream i-1) resets it (RST to the peer) on its
   // next turn, as a network fault would.
@@ -213,6 +218,8 @@ class Comm {
   bool peerClosed_ = false;
   uint64_t nextStream_ = 0;         // round robin over streams, same on both ends
   std::unique_ptr<RetryLink> retry_;  // null when retry is off
+  // Retry on: held by every call, so the hub's thread can act when none is in.
+  std::mutex callMu_;
   std::mutex errMu_;
   Status err_;
   std::atomic<bool> failed_{false};

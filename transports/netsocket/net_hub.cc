@@ -97,7 +97,7 @@ Status Hub::admit(Pending& p) {
     return place(fresh_[h.connId], p);
   }
   // A sender may resume before its first connection was even accepted.
-  if (!owned_.count(h.connId) && !fresh_.count(h.connId)) {
+  if (!owners_.count(h.connId) && !fresh_.count(h.connId)) {
     refuseResume(p);
     return Status::ok();
   }
@@ -114,7 +114,7 @@ bool Hub::takeNew(std::vector<Socket>* socks, uint64_t* connId) {
     *socks = std::move(it->second.socks);
     *connId = it->first;
     fresh_.erase(it);
-    if (cfg_.retryMs > 0) owned_.insert(*connId);
+    if (cfg_.retryMs > 0) owners_[*connId] = nullptr;
     return true;
   }
   return false;
@@ -131,9 +131,14 @@ bool Hub::takeResume(uint64_t connId, uint32_t epoch, std::vector<Socket>* socks
   return true;
 }
 
+void Hub::enroll(uint64_t connId, Comm* owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  owners_[connId] = owner;
+}
+
 void Hub::leave(uint64_t connId) {
   std::lock_guard<std::mutex> lock(mu_);
-  owned_.erase(connId);
+  owners_.erase(connId);
   resumes_.erase(connId);
 }
 

@@ -8,12 +8,21 @@
 // connId (only its newest epoch is kept). A resume for a connId nobody owns
 // gets ResumeReply{kUnknown} and is closed. Thread-safe: the listen comm and
 // the recv comms may be driven by different threads.
+//
+// With retry on, a helper thread (start()) also watches the listener, so a
+// resume is answered even while its receiver makes no calls (it received
+// everything it wanted and is busy elsewhere): when the owning comm is not
+// inside a call (Comm::tryPin), the thread has it adopt the sockets itself.
+// Lock order: a comm's call mutex, then the hub's; the thread only ever
+// try-locks a comm, under the hub's mutex, so it cannot deadlock with a
+// comm that calls in or is being destroyed.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <set>
+#include <thread>
 #include <vector>
 
 #include "transports/netsocket/net_comm.h"
@@ -24,16 +33,21 @@ class Hub {
  public:
   Hub(Socket listener, uint64_t nonce, const Config& cfg)
       : listener_(std::move(listener)), nonce_(nonce), cfg_(cfg) {}
+  ~Hub();
   Hub(const Hub&) = delete;
   Hub& operator=(const Hub&) = delete;
 
   const Config& config() const { return cfg_; }
   const SockAddr& addr() const { return listener_.peer(); }
 
+  // The helper thread (retry on only).
+  Status start();
   // Accept whatever the kernel has queued and read hellos; never blocks.
   Status poll();
   // A complete new connection (its owner is then enrolled when retry is on).
   bool takeNew(std::vector<Socket>* socks, uint64_t* connId);
+  // The comm created for connId (retry on): the helper thread may resume it.
+  void enroll(uint64_t connId, Comm* owner);
   // The complete resume of connId newer than `epoch`, if one arrived.
   bool takeResume(uint64_t connId, uint32_t epoch, std::vector<Socket>* socks, uint32_t* got);
   // The comm owning connId is gone: its resumes are refused from now on.
@@ -53,6 +67,9 @@ class Hub {
     uint32_t epoch = 0;
   };
 
+  void run();
+  int waitMs();
+  void deliverResumes();
   Status acceptQueued();
   Result<bool> readHello(Pending& p);
   Status admit(Pending& p);
@@ -67,7 +84,10 @@ class Hub {
   std::vector<Pending> pending_;
   std::map<uint64_t, Group> fresh_;    // new connections by connId
   std::map<uint64_t, Group> resumes_;  // by connId
-  std::set<uint64_t> owned_;           // connIds of live recv comms (retry on)
+  std::map<uint64_t, Comm*> owners_;   // live recv comms by connId (retry on; null until enrolled)
+  std::thread thread_;
+  int wakeFd_ = -1;
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace ferry::netsocket

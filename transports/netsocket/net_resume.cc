@@ -125,6 +125,22 @@ Status Comm::pollResume() {
   return adoptResume(std::move(socks), epoch);
 }
 
+void Comm::resumeFromHub() {
+  std::lock_guard<std::mutex> call(callMu_, std::adopt_lock);
+  RetryLink& k = *retry_;
+  if (failed_.load(std::memory_order_acquire) || k.gone) return;
+  std::vector<Socket> socks;
+  uint32_t epoch = 0;
+  if (!k.origin.hub->takeResume(k.origin.connId, k.epoch, &socks, &epoch)) return;
+  Status st = adoptResume(std::move(socks), epoch);
+  if (st.isOk()) return;
+  if (transient(st)) {
+    beginBreak(st);
+  } else {
+    fail(st);
+  }
+}
+
 Status Comm::adoptResume(std::vector<Socket> socks, uint32_t epoch) {
   RetryLink& k = *retry_;
   if (!k.broken) {

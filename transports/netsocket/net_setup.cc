@@ -128,6 +128,7 @@ Result<std::unique_ptr<ListenComm>> listenOn(int dev, void* handle) {
   uint64_t nonce = random64();
   auto l = std::make_unique<ListenComm>();
   l->hub = std::make_shared<Hub>(std::move(listener), nonce, cfg);
+  if (cfg.retryMs > 0) FERRY_TRY(l->hub->start());
   Handle h{};
   h.magic = kMagic;
   h.nThreads = static_cast<uint16_t>(cfg.nThreads);

@@ -169,6 +169,33 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<2>(info.param) == 0 ? "Ctrl" : "Data");
     });
 
+// A receiver that makes no calls (it has what it wanted) still answers a
+// resume: the listener's thread has it adopt the new sockets, so the
+// sender's next message goes through before the receiver asks for it.
+TEST(NetSocketRetryIdle, ReceiverWithoutCallsIsResumedByTheListenerThread) {
+  Env ifname("NCCL_SOCKET_IFNAME", "lo");
+  Env family("NCCL_SOCKET_FAMILY", "AF_INET");
+  Env nthreads("NCCL_SOCKET_NTHREADS", "0");
+  Env retry("FERRY_NET_RETRY_MS", "20000");
+  Env debug("NCCL_DEBUG", "WARN");
+  Pair p;
+  ASSERT_EQ(connectPair(p), "");
+  std::vector<char> a = pattern(1 << 20, 1), a2(1 << 20);
+  std::thread s([&] { EXPECT_EQ(sendWait(p.send, a.data(), a.size(), kTimeoutMs), ncclSuccess); });
+  EXPECT_EQ(recvWait(p.recv, a2.data(), a2.size(), kTimeoutMs), ncclSuccess);
+  s.join();
+  EXPECT_EQ(a, a2);
+  // From here the receiver makes no call until the sender is done.
+  comm(p.send)->TEST_injectReset(0);
+  std::vector<char> b = pattern(100, 2), b2(100);
+  int64_t t0 = nowMs();
+  EXPECT_EQ(sendWait(p.send, b.data(), b.size(), kTimeoutMs), ncclSuccess);
+  EXPECT_LT(nowMs() - t0, 10000);
+  EXPECT_NE(log::lastError().find("broke"), std::string::npos) << log::lastError();
+  EXPECT_EQ(recvWait(p.recv, b2.data(), b2.size(), kTimeoutMs), ncclSuccess);
+  EXPECT_EQ(b, b2);
+}
+
 // Retry off: the same reset fails the transfer (today's behaviour), promptly.
 TEST(NetSocketRetryOff, ResetFailsTheTransfer) {
   Env ifname("NCCL_SOCKET_IFNAME", "lo");
