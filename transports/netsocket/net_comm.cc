@@ -166,7 +166,7 @@ Status Comm::post(void* data, size_t size, Request** out) {
   r->chunksLeft.store(0, std::memory_order_relaxed);
   if (retry_) {
     r->seq = retry_->posted++;
-    retry_->bySeq[r->seq % RetryLink::kRing] = r;
+    retry_->bySeq[r->seq % NCCL_NET_MAX_REQUESTS] = r;
   }
   ctrlQueue_.push_back(r);
   *out = r;
@@ -278,8 +278,8 @@ Status Comm::test(Request* r, bool* done, size_t* size) {
     fail(st);
     return failure();
   }
-  // With retry on: sends once acknowledged (or copied), receives in posting order.
-  bool finished = retry_ ? (send_ ? sendDone(r) : r->seq < retry_->confirmed)
+  // With retry on: sends once acknowledged, receives in posting order.
+  bool finished = retry_ ? r->seq < retry_->confirmed
                          : r->phase == Phase::kDone ||
                                (r->phase == Phase::kStreams &&
                                 r->chunksLeft.load(std::memory_order_acquire) == 0);

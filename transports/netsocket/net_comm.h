@@ -184,8 +184,6 @@ class Comm {
   Status readAcks();
   Status takeAck(uint64_t v);
   void advanceReceived();
-  bool sendDone(Request* r);
-  void confirm(uint64_t count);
   Status writeAcks();
   bool transient(const Status& st) const;
   void beginBreak(const Status& cause);

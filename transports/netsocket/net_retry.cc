@@ -125,42 +125,13 @@ Status Comm::takeAck(uint64_t v) {
                        " messages; " + std::to_string(k.confirmed) + " were acknowledged before, " +
                        std::to_string(k.posted) + " sent");
   }
-  confirm(v);
+  k.confirmed = v;
   return Status::ok();
-}
-
-// Acknowledged: shadows up to `count` are free again.
-void Comm::confirm(uint64_t count) {
-  RetryLink& k = *retry_;
-  for (; k.confirmed < count; ++k.confirmed) {
-    Request* r = k.bySeq[k.confirmed % RetryLink::kRing];
-    if (k.isShadow(r)) r->phase = Phase::kFree;
-  }
-}
-
-bool Comm::sendDone(Request* r) {
-  RetryLink& k = *retry_;
-  if (r->seq < k.confirmed) return true;
-  if (r->phase != Phase::kDone || r->size >= cfg_.inlineBytes) return false;
-  Request* s = nullptr;
-  for (size_t i = 0; i < NCCL_NET_MAX_REQUESTS && !s; ++i) {
-    if (k.shadows[i].phase == Phase::kFree) s = &k.shadows[i];
-  }
-  if (!s) return false;  // all in use: this one waits for its ack
-  std::vector<char>& bytes = k.shadowBytes[s - k.shadows];
-  bytes.assign(r->data, r->data + r->size);
-  s->comm = this;
-  s->data = bytes.data();
-  s->cap = s->size = r->size;
-  s->seq = r->seq;
-  s->phase = Phase::kDone;
-  k.bySeq[r->seq % RetryLink::kRing] = s;
-  return true;
 }
 
 void Comm::advanceReceived() {
   RetryLink& k = *retry_;
-  while (k.confirmed < k.posted && transferred(k.bySeq[k.confirmed % RetryLink::kRing])) {
+  while (k.confirmed < k.posted && transferred(k.bySeq[k.confirmed % NCCL_NET_MAX_REQUESTS])) {
     k.confirmed++;
   }
 }
@@ -230,10 +201,10 @@ Status Comm::attachSockets(std::vector<Socket> socks) {
 // Messages from `from` on start over from their header, on both ends.
 void Comm::restartFrom(uint64_t from) {
   RetryLink& k = *retry_;
-  confirm(from);
+  k.confirmed = std::max(k.confirmed, from);
   ctrlQueue_.clear();
   for (uint64_t s = k.confirmed; s < k.posted; ++s) {
-    Request* r = k.bySeq[s % RetryLink::kRing];
+    Request* r = k.bySeq[s % NCCL_NET_MAX_REQUESTS];
     r->phase = Phase::kHeader;
     r->hdrDone = r->inlineDone = 0;
     r->chunksLeft.store(0, std::memory_order_relaxed);

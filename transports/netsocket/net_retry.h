@@ -5,11 +5,14 @@
 // sender, the count of messages it holds completely (8 bytes, cumulative,
 // one write per progress pass that completed something). A send request
 // completes only once acknowledged, so the sender never has to copy: until
-// then the caller's buffer is still there to resend from. An inline message
-// (< FERRY_NET_SOCKET_INLINE_BYTES) is copied aside instead once written, so
-// small sends complete as they do without retry, without waiting for the
-// receiver. Receives complete in posting order, so the count always covers
-// exactly what test() reported.
+// then the caller's buffer is still there to resend from, and a caller keeps
+// testing (so driving) a send until the receiver holds it: what it completed
+// never needs this side again, as without retry. (Copying small messages
+// aside to complete them at once was tried: it saved nothing measurable, the
+// ack being the cost, and a completed message that a break lost would have
+// needed a thread to resend it while the caller makes no calls.) Receives
+// complete in posting order, so the count always covers exactly what test()
+// reported.
 //
 // A break: a socket of the connection fails with a peer/network error
 // (reset, broken pipe, abort, timeout, unreachable, or an end of stream
@@ -50,15 +53,10 @@ struct RetryLink {
   int64_t windowMs;
   Origin origin;
 
-  // Messages by posting order: [confirmed, posted) are live requests or
-  // (send) shadows, the copies of inline messages already reported done.
-  static constexpr int kRing = 2 * NCCL_NET_MAX_REQUESTS;
+  // Messages by posting order: [confirmed, posted) are all live requests.
   uint64_t posted = 0;
   uint64_t confirmed = 0;  // send: acknowledged; recv: completely received
-  Request* bySeq[kRing] = {};
-  Request shadows[NCCL_NET_MAX_REQUESTS];
-  std::vector<char> shadowBytes[NCCL_NET_MAX_REQUESTS];
-  bool isShadow(const Request* r) const { return r >= shadows && r < shadows + NCCL_NET_MAX_REQUESTS; }
+  Request* bySeq[NCCL_NET_MAX_REQUESTS] = {};
 
   // Receiver -> sender bytes on the control socket: a reply, then acks.
   char out[sizeof(ResumeReply)] = {};

@@ -100,8 +100,8 @@ TEST(NetPair, PieceInFlightIsDeliveredThenPeerCloseIsARemoteError) {
   ASSERT_NE(slot.data, nullptr);
   memcpy(slot.data, "abc", 3);
   ASSERT_TRUE(c1.commitSend(3).isOk());
-  Waiter w(nullptr, 5000, "drain");
-  while (!c1.sendsDrained()) ASSERT_TRUE(w.idle().isOk());
+  // No wait for c1's send to complete: with FERRY_NET_RETRY_MS on it completes
+  // only once rank 0 holds it; the leaver's close exchange sends it first anyway.
   int64_t t0 = nowMs();
   std::thread leaver([&] { comm.conns[1][0].reset(); });  // rank 1 is done and goes away
   RecvPiece p;
