@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "transports/netsocket/net_comm.h"
+#include "transports/netsocket/net_driver.h"
 #include "transports/netsocket/net_hub.h"
 #include "transports/netsocket/net_retry.h"
 
@@ -85,6 +86,10 @@ Result<std::unique_ptr<Comm>> Comm::create(bool send, std::vector<Socket> socks,
   // Threads start last: ~Comm joins whatever was started if this fails half way.
   FERRY_TRY(c->startWorkers());
   if (c->retry_ && c->retry_->origin.hub) c->retry_->origin.hub->enroll(c->retry_->origin.connId, c.get());
+  if (c->retry_ && send) {
+    c->driverFd_.store(c->ctrl_.fd());
+    Driver::watch(c.get());
+  }
   FERRY_INFO(log::kNet, "NET/Socket: %s comm with %s: %d threads x %d sockets, inline < %u bytes%s",
              send ? "send" : "recv", c->peer().toString().c_str(), cfg.nThreads, cfg.nSocks,
              cfg.inlineBytes, cfg.retryMs ? (", retry window " + std::to_string(cfg.retryMs) + " ms").c_str() : "");
@@ -117,8 +122,10 @@ void Comm::stopWorkers() {
 Comm::~Comm() {
   std::unique_lock<std::mutex> call(callMu_, std::defer_lock);
   if (retry_) {
-    call.lock();  // the hub's thread is not inside, and will not come in after leave()
+    // The hub's and the Driver's threads are not inside, and do not come in after this.
+    call.lock();
     if (retry_->origin.hub) retry_->origin.hub->leave(retry_->origin.connId);
+    Driver::unwatch(this);
   }
   stopWorkers();
   if (retry_) sayBye();
@@ -166,7 +173,7 @@ Status Comm::post(void* data, size_t size, Request** out) {
   r->chunksLeft.store(0, std::memory_order_relaxed);
   if (retry_) {
     r->seq = retry_->posted++;
-    retry_->bySeq[r->seq % NCCL_NET_MAX_REQUESTS] = r;
+    retry_->bySeq[r->seq % RetryLink::kRing] = r;
   }
   ctrlQueue_.push_back(r);
   *out = r;
@@ -278,8 +285,8 @@ Status Comm::test(Request* r, bool* done, size_t* size) {
     fail(st);
     return failure();
   }
-  // With retry on: sends once acknowledged, receives in posting order.
-  bool finished = retry_ ? r->seq < retry_->confirmed
+  // With retry on: sends once acknowledged or copied, receives in posting order.
+  bool finished = retry_ ? (send_ ? sendDone(r) : r->seq < retry_->confirmed)
                          : r->phase == Phase::kDone ||
                                (r->phase == Phase::kStreams &&
                                 r->chunksLeft.load(std::memory_order_acquire) == 0);

@@ -162,6 +162,12 @@ class Comm {
   // then have it adopt the resume that arrived for it (and unlock).
   bool tryPin() { return callMu_.try_lock(); }
   void resumeFromHub();
+  // For the Driver's thread (send comms holding copies; net_driver.h): the
+  // control socket to watch (-1: none now), whether to come back soon, and
+  // one progress step on a pinned comm (which unpins).
+  int driverFd() const { return driverFd_.load(std::memory_order_acquire); }
+  bool driveSoon() const { return driveSoon_.load(std::memory_order_acquire); }
+  void driveFromDriver();
 
   // Test hook (tests/unit/netsocket): whoever drives socket `index` (0: the
   // control socket, i: data stream i-1) resets it (RST to the peer) on its
@@ -184,6 +190,9 @@ class Comm {
   Status readAcks();
   Status takeAck(uint64_t v);
   void advanceReceived();
+  bool ackDue() const;
+  void confirm(uint64_t count);
+  bool sendDone(Request* r);
   Status writeAcks();
   bool transient(const Status& st) const;
   void beginBreak(const Status& cause);
@@ -218,6 +227,8 @@ class Comm {
   std::unique_ptr<RetryLink> retry_;  // null when retry is off
   // Retry on: held by every call, so the hub's thread can act when none is in.
   std::mutex callMu_;
+  std::atomic<int> driverFd_{-1};
+  std::atomic<bool> driveSoon_{false};
   std::mutex errMu_;
   Status err_;
   std::atomic<bool> failed_{false};

@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "core/wait.h"
+#include "transports/netsocket/net_driver.h"
 #include "transports/netsocket/net_hub.h"
 #include "transports/netsocket/net_setup.h"
 #include "transports/netsocket/net_wire.h"
@@ -19,11 +20,6 @@ namespace {
 
 // A receiver that saw no break itself looks for a resume this often.
 constexpr int64_t kHubPollMs = 20;
-
-bool transferred(const Request* r) {
-  return r->phase == Phase::kDone ||
-         (r->phase == Phase::kStreams && r->chunksLeft.load(std::memory_order_acquire) == 0);
-}
 
 }  // namespace
 
@@ -62,9 +58,29 @@ Status Comm::progressRetry() {
   RetryLink& k = *retry_;
   Status st = k.broken ? (send_ ? redial() : awaitResume()) : Status::ok();
   if (st.isOk() && !k.broken) st = healthyStep();
-  if (st.isOk() || !transient(st)) return st;
-  beginBreak(st);
-  return Status::ok();
+  if (!st.isOk() && transient(st)) {
+    beginBreak(st);
+    st = Status::ok();
+  }
+  // The Driver steps a comm often only while it resumes or resends copies
+  // (after a resume they lead the queue); otherwise on socket events.
+  if (send_) {
+    bool soon = k.broken || (!ctrlQueue_.empty() && k.isShadow(ctrlQueue_.front()));
+    driveSoon_.store(soon, std::memory_order_release);
+  }
+  return st;
+}
+
+// The Driver's step (net_driver.h): read acks even if none is due, so a
+// hang-up or a bye is seen; a dead comm is no longer watched.
+void Comm::driveFromDriver() {
+  std::lock_guard<std::mutex> call(callMu_, std::adopt_lock);
+  if (failed_.load(std::memory_order_acquire)) return Driver::unwatch(this);
+  retry_->readAnyway = true;
+  Status st = progress();
+  retry_->readAnyway = false;
+  if (!st.isOk()) fail(st);
+  if (!st.isOk() || peerClosed_) Driver::unwatch(this);
 }
 
 Status Comm::healthyStep() {
@@ -80,9 +96,7 @@ Status Comm::healthyStep() {
   if (send_) {
     // Acks even after an error: a "bye" read before the reset it caused
     // makes the failure final (transient() then says no).
-    // Nothing unacknowledged: no syscall (a bye then matters only to a
-    // later send, which finds out itself).
-    Status acks = k.confirmed < k.posted || !st.isOk() ? readAcks() : Status::ok();
+    Status acks = ackDue() || !st.isOk() ? readAcks() : Status::ok();
     return st.isOk() ? acks : st;
   }
   FERRY_TRY(st);
@@ -92,67 +106,6 @@ Status Comm::healthyStep() {
   if (now < k.nextHubPollMs) return Status::ok();
   k.nextHubPollMs = now + kHubPollMs;
   return pollResume();
-}
-
-Status Comm::readAcks() {
-  RetryLink& k = *retry_;
-  while (!peerClosed_) {
-    bool eof = false;
-    FERRY_ASSIGN(size_t n, recvSome(ctrl_, k.in + k.inLen, sizeof(k.in) - k.inLen, &eof));
-    if (eof) return remoteError("NET/Socket: " + peer().toString() + " closed the connection");
-    if (n == 0) return Status::ok();
-    k.inLen += n;
-    size_t whole = k.inLen / sizeof(uint64_t) * sizeof(uint64_t);
-    for (size_t i = 0; i < whole && !peerClosed_; i += sizeof(uint64_t)) {
-      uint64_t v;
-      std::memcpy(&v, k.in + i, sizeof(v));
-      FERRY_TRY(takeAck(v));
-    }
-    std::memmove(k.in, k.in + whole, k.inLen - whole);
-    k.inLen -= whole;
-  }
-  return Status::ok();
-}
-
-Status Comm::takeAck(uint64_t v) {
-  RetryLink& k = *retry_;
-  if (v == kBye) {
-    // Not an error for what it acknowledged before; test() fails what is left.
-    peerClosed_ = true;
-    return Status::ok();
-  }
-  if (v < k.confirmed || v > k.posted) {
-    k.gone = true;  // a peer that miscounts cannot be resumed either
-    return remoteError("NET/Socket: " + peer().toString() + " acknowledged " + std::to_string(v) +
-                       " messages; " + std::to_string(k.confirmed) + " were acknowledged before, " +
-                       std::to_string(k.posted) + " sent");
-  }
-  k.confirmed = v;
-  return Status::ok();
-}
-
-void Comm::advanceReceived() {
-  RetryLink& k = *retry_;
-  while (k.confirmed < k.posted && transferred(k.bySeq[k.confirmed % NCCL_NET_MAX_REQUESTS])) {
-    k.confirmed++;
-  }
-}
-
-// One ack per call at most, of the newest count: acks coalesce.
-Status Comm::writeAcks() {
-  RetryLink& k = *retry_;
-  if (k.outDone == k.outLen && k.ackSent < k.confirmed) {
-    std::memcpy(k.out, &k.confirmed, sizeof(k.confirmed));
-    k.outLen = sizeof(k.confirmed);
-    k.outDone = 0;
-    k.ackSent = k.confirmed;
-  }
-  while (k.outDone < k.outLen) {
-    FERRY_ASSIGN(size_t n, sendSome(ctrl_, k.out + k.outDone, k.outLen - k.outDone));
-    if (n == 0) break;
-    k.outDone += n;
-  }
-  return Status::ok();
 }
 
 void Comm::beginBreak(const Status& cause) {
@@ -176,6 +129,7 @@ void Comm::beginBreak(const Status& cause) {
 void Comm::detachSockets() {
   RetryLink& k = *retry_;
   stopWorkers();
+  driverFd_.store(-1, std::memory_order_release);
   ctrl_.close();
   ctrlInject_.store(false);
   for (auto& s : streams_) {
@@ -196,6 +150,7 @@ void Comm::detachSockets() {
 
 Status Comm::attachSockets(std::vector<Socket> socks) {
   ctrl_ = std::move(socks[0]);
+  if (send_) driverFd_.store(ctrl_.fd(), std::memory_order_release);
   for (size_t i = 1; i < socks.size(); ++i) streams_[i - 1]->sock = std::move(socks[i]);
   return startWorkers();
 }
@@ -203,10 +158,10 @@ Status Comm::attachSockets(std::vector<Socket> socks) {
 // Messages from `from` on start over from their header, on both ends.
 void Comm::restartFrom(uint64_t from) {
   RetryLink& k = *retry_;
-  k.confirmed = std::max(k.confirmed, from);
+  confirm(from);
   ctrlQueue_.clear();
   for (uint64_t s = k.confirmed; s < k.posted; ++s) {
-    Request* r = k.bySeq[s % NCCL_NET_MAX_REQUESTS];
+    Request* r = k.bySeq[s % RetryLink::kRing];
     r->phase = Phase::kHeader;
     r->hdrDone = r->inlineDone = 0;
     r->chunksLeft.store(0, std::memory_order_relaxed);

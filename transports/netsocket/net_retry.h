@@ -2,18 +2,18 @@
 // value, carried in the handle so both ends agree).
 //
 // Acknowledgements: the receiver writes on the control socket, back to the
-// sender, the count of messages it holds completely (8 bytes, cumulative,
-// one write per progress pass that completed something). A send request
-// completes only once acknowledged, so the sender never has to copy: until
-// then the caller's buffer is still there to resend from, and a caller keeps
-// testing (so driving) a send until the receiver holds it: what it completed
-// never needs this side again, as without retry. (Copying small messages
-// aside to complete them at once was tried: it saved nothing measurable, the
-// ack being the cost, and a completed message that a break lost would have
-// needed a thread to resend it while the caller makes no calls.) Receives
-// complete in posting order, so the count always covers exactly what test()
-// reported.
-//
+// sender, the count of messages it holds completely (8 bytes, cumulative).
+// Receives complete in posting order, so the count always covers exactly
+// what test() reported. The sender keeps every message until acknowledged:
+//  - an inline message (< FERRY_NET_SOCKET_INLINE_BYTES) is copied aside
+//    once written and its send completes then, as without retry; so the
+//    receiver acks lazily (every kLazyAcks messages or kLazyAckMs): an ack
+//    per small message cost 50-150% of a small AllReduce's time on the
+//    2-core test machine (perf/net_retry_cost), the ack, not its wait, being
+//    the cost. A copy lost in a break while the caller makes no calls (its
+//    sends completed) is resent by the Driver (net_driver.h);
+//  - a streamed message is not copied (a memcpy of up to the whole message):
+//    its send completes once acknowledged, and its ack is sent at once.
 // A break: a socket of the connection fails with a peer/network error
 // (reset, broken pipe, abort, timeout, unreachable, or an end of stream
 // that no "bye" announced). Both ends WARN once, stop their helper threads
@@ -53,21 +53,33 @@ struct RetryLink {
   int64_t windowMs;
   Origin origin;
 
-  // Messages by posting order: [confirmed, posted) are all live requests.
+  static constexpr int kLazyAcks = NCCL_NET_MAX_REQUESTS / 2;
+  static constexpr int64_t kLazyAckMs = 1;
+
+  // Messages by posting order: [confirmed, posted) are live requests or
+  // (send) shadows, the copies of inline messages already reported done.
+  static constexpr int kRing = 2 * NCCL_NET_MAX_REQUESTS;
   uint64_t posted = 0;
   uint64_t confirmed = 0;  // send: acknowledged; recv: completely received
-  Request* bySeq[NCCL_NET_MAX_REQUESTS] = {};
+  Request* bySeq[kRing] = {};
+  Request shadows[NCCL_NET_MAX_REQUESTS];
+  std::vector<char> shadowBytes[NCCL_NET_MAX_REQUESTS];
+  int shadowsInUse = 0;
+  bool isShadow(const Request* r) const { return r >= shadows && r < shadows + NCCL_NET_MAX_REQUESTS; }
 
   // Receiver -> sender bytes on the control socket: a reply, then acks.
   char out[sizeof(ResumeReply)] = {};
   size_t outLen = 0;
   size_t outDone = 0;
   uint64_t ackSent = 0;
+  int64_t firstUnackedMs = 0;  // when the oldest unacknowledged message completed
+  bool ackNow = false;         // a streamed message completed: its sender waits
   // Sender: ack bytes read and not yet taken.
   char in[64] = {};
   size_t inLen = 0;
   // No resume any more: the peer said bye or refused one, or the window passed.
   bool gone = false;
+  bool readAnyway = false;  // the Driver's step: read acks even if none is due
 
   // Break and resume.
   std::atomic<bool> workerBroke{false};  // a helper thread's stream failed

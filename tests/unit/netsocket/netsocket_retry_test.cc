@@ -202,6 +202,36 @@ TEST(NetSocketRetryIdle, ReceiverWithoutCallsIsResumedByTheListenerThread) {
   EXPECT_EQ(b, b2);
 }
 
+// The mirror case: small sends complete once written (copied aside, acked
+// lazily), so the sender's caller may make no more calls; a break that
+// loses those bytes is repaired by the resend thread (net_driver.h).
+TEST(NetSocketRetryIdle, SenderWithoutCallsResendsItsCompletedMessages) {
+  Env ifname("NCCL_SOCKET_IFNAME", "lo");
+  Env family("NCCL_SOCKET_FAMILY", "AF_INET");
+  Env nthreads("NCCL_SOCKET_NTHREADS", "0");
+  Env retry("FERRY_NET_RETRY_MS", "20000");
+  Env debug("NCCL_DEBUG", "WARN");
+  Pair p;
+  ASSERT_EQ(connectPair(p), "");
+  std::vector<std::vector<char>> out;
+  for (int i = 0; i < 3; ++i) {
+    out.push_back(pattern(100 + i, 10 + i));
+    ASSERT_EQ(sendWait(p.send, out[i].data(), out[i].size(), kTimeoutMs), ncclSuccess) << i;
+  }
+  // From here the sender makes no call. The receiver's first step resets its
+  // control socket before reading: the three messages are lost with it.
+  comm(p.recv)->TEST_injectReset(0);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<char> in(200);
+    int got = -1;
+    ASSERT_EQ(recvWait(p.recv, in.data(), in.size(), kTimeoutMs, &got), ncclSuccess) << i;
+    ASSERT_EQ(got, static_cast<int>(out[i].size()));
+    in.resize(got);
+    EXPECT_EQ(in, out[i]) << i;
+  }
+  EXPECT_NE(log::lastError().find("broke"), std::string::npos) << log::lastError();
+}
+
 // Retry off: the same reset fails the transfer (today's behaviour), promptly.
 TEST(NetSocketRetryOff, ResetFailsTheTransfer) {
   Env ifname("NCCL_SOCKET_IFNAME", "lo");

@@ -1,0 +1,132 @@
+// Comm's acknowledgements (see net_retry.h): the receiver's counts, lazily;
+// the sender's copies of completed inline messages until acknowledged.
+#include <cstring>
+
+#include "core/wait.h"
+#include "transports/netsocket/net_retry.h"
+
+namespace ferry::netsocket {
+namespace {
+
+bool transferred(const Request* r) {
+  return r->phase == Phase::kDone ||
+         (r->phase == Phase::kStreams && r->chunksLeft.load(std::memory_order_acquire) == 0);
+}
+
+}  // namespace
+
+// The sender reads acks only when it needs them: a send waits for one, or
+// the copies pile up (a syscall per call otherwise, for nothing).
+bool Comm::ackDue() const {
+  const RetryLink& k = *retry_;
+  return k.readAnyway || k.posted - k.confirmed > static_cast<uint64_t>(k.shadowsInUse) ||
+         k.shadowsInUse >= RetryLink::kLazyAcks;
+}
+
+Status Comm::readAcks() {
+  RetryLink& k = *retry_;
+  while (!peerClosed_) {
+    bool eof = false;
+    FERRY_ASSIGN(size_t n, recvSome(ctrl_, k.in + k.inLen, sizeof(k.in) - k.inLen, &eof));
+    if (eof) return remoteError("NET/Socket: " + peer().toString() + " closed the connection");
+    if (n == 0) return Status::ok();
+    k.inLen += n;
+    size_t whole = k.inLen / sizeof(uint64_t) * sizeof(uint64_t);
+    for (size_t i = 0; i < whole && !peerClosed_; i += sizeof(uint64_t)) {
+      uint64_t v;
+      std::memcpy(&v, k.in + i, sizeof(v));
+      FERRY_TRY(takeAck(v));
+    }
+    std::memmove(k.in, k.in + whole, k.inLen - whole);
+    k.inLen -= whole;
+  }
+  return Status::ok();
+}
+
+Status Comm::takeAck(uint64_t v) {
+  RetryLink& k = *retry_;
+  if (v == kBye) {
+    // Not an error for what it acknowledged before; test() fails what is left.
+    peerClosed_ = true;
+    return Status::ok();
+  }
+  if (v < k.confirmed || v > k.posted) {
+    k.gone = true;  // a peer that miscounts cannot be resumed either
+    return remoteError("NET/Socket: " + peer().toString() + " acknowledged " + std::to_string(v) +
+                       " messages; " + std::to_string(k.confirmed) + " were acknowledged before, " +
+                       std::to_string(k.posted) + " sent");
+  }
+  confirm(v);
+  return Status::ok();
+}
+
+// Acknowledged up to `count`: the copies below it are free again.
+void Comm::confirm(uint64_t count) {
+  RetryLink& k = *retry_;
+  for (; k.confirmed < count; ++k.confirmed) {
+    Request* r = k.bySeq[k.confirmed % RetryLink::kRing];
+    if (!k.isShadow(r)) continue;
+    r->phase = Phase::kFree;
+    k.shadowsInUse--;
+  }
+}
+
+// A send is done once acknowledged, or once an inline message is written
+// and copied aside: small sends then complete as without retry. The copy
+// is what a resend reads; the Driver resends it if a break comes while the
+// caller makes no calls (it has nothing left to test).
+bool Comm::sendDone(Request* r) {
+  RetryLink& k = *retry_;
+  if (r->seq < k.confirmed) return true;
+  if (r->phase != Phase::kDone || r->size >= cfg_.inlineBytes || peerClosed_) return false;
+  Request* s = nullptr;
+  for (size_t i = 0; i < NCCL_NET_MAX_REQUESTS && !s; ++i) {
+    if (k.shadows[i].phase == Phase::kFree) s = &k.shadows[i];
+  }
+  if (!s) return false;  // all in use: this one waits for its ack
+  std::vector<char>& bytes = k.shadowBytes[s - k.shadows];
+  bytes.assign(r->data, r->data + r->size);
+  s->comm = this;
+  s->data = bytes.data();
+  s->cap = s->size = r->size;
+  s->seq = r->seq;
+  s->phase = Phase::kDone;
+  k.bySeq[r->seq % RetryLink::kRing] = s;
+  k.shadowsInUse++;
+  return true;
+}
+
+void Comm::advanceReceived() {
+  RetryLink& k = *retry_;
+  while (k.confirmed < k.posted) {
+    Request* r = k.bySeq[k.confirmed % RetryLink::kRing];
+    if (!transferred(r)) break;
+    if (k.confirmed == k.ackSent) k.firstUnackedMs = nowMs();
+    // The sender waits for the ack of a streamed message (it has no copy).
+    if (r->size >= cfg_.inlineBytes) k.ackNow = true;
+    k.confirmed++;
+  }
+}
+
+// Acks are lazy: one per kLazyAcks messages, at once for a streamed message
+// (its send waits for it), or after kLazyAckMs; each the newest count.
+Status Comm::writeAcks() {
+  RetryLink& k = *retry_;
+  if (k.outDone == k.outLen && k.ackSent < k.confirmed &&
+      (k.ackNow || k.confirmed - k.ackSent >= RetryLink::kLazyAcks ||
+       nowMs() - k.firstUnackedMs >= RetryLink::kLazyAckMs)) {
+    std::memcpy(k.out, &k.confirmed, sizeof(k.confirmed));
+    k.outLen = sizeof(k.confirmed);
+    k.outDone = 0;
+    k.ackSent = k.confirmed;
+    k.ackNow = false;
+  }
+  while (k.outDone < k.outLen) {
+    FERRY_ASSIGN(size_t n, sendSome(ctrl_, k.out + k.outDone, k.outLen - k.outDone));
+    if (n == 0) break;
+    k.outDone += n;
+  }
+  return Status::ok();
+}
+
+}  // namespace ferry::netsocket
