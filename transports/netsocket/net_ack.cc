@@ -15,12 +15,11 @@ bool transferred(const Request* r) {
 
 }  // namespace
 
-// The sender reads acks only when it needs them: a send waits for one, or
-// the copies pile up (a syscall per call otherwise, for nothing).
+// The sender reads acks only when it needs them: a streamed send waits for
+// one, or the copies pile up (a syscall per call otherwise, for nothing).
 bool Comm::ackDue() const {
   const RetryLink& k = *retry_;
-  return k.readAnyway || k.posted - k.confirmed > static_cast<uint64_t>(k.shadowsInUse) ||
-         k.shadowsInUse >= RetryLink::kLazyAcks;
+  return k.readAnyway || k.ackWaiters > 0 || k.shadowsInUse >= RetryLink::kLazyAcks;
 }
 
 Status Comm::readAcks() {
@@ -65,7 +64,10 @@ void Comm::confirm(uint64_t count) {
   RetryLink& k = *retry_;
   for (; k.confirmed < count; ++k.confirmed) {
     Request* r = k.bySeq[k.confirmed % RetryLink::kRing];
-    if (!k.isShadow(r)) continue;
+    if (!k.isShadow(r)) {
+      if (r->size >= cfg_.inlineBytes) k.ackWaiters--;
+      continue;
+    }
     r->phase = Phase::kFree;
     k.shadowsInUse--;
   }

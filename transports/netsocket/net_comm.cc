@@ -174,6 +174,7 @@ Status Comm::post(void* data, size_t size, Request** out) {
   if (retry_) {
     r->seq = retry_->posted++;
     retry_->bySeq[r->seq % RetryLink::kRing] = r;
+    if (send_ && size >= cfg_.inlineBytes) retry_->ackWaiters++;
   }
   ctrlQueue_.push_back(r);
   *out = r;

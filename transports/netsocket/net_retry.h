@@ -65,6 +65,7 @@ struct RetryLink {
   Request shadows[NCCL_NET_MAX_REQUESTS];
   std::vector<char> shadowBytes[NCCL_NET_MAX_REQUESTS];
   int shadowsInUse = 0;
+  int ackWaiters = 0;  // send: live unacknowledged streamed messages (no copy)
   bool isShadow(const Request* r) const { return r >= shadows && r < shadows + NCCL_NET_MAX_REQUESTS; }
 
   // Receiver -> sender bytes on the control socket: a reply, then acks.
