@@ -85,11 +85,7 @@ Result<std::unique_ptr<Comm>> Comm::create(bool send, std::vector<Socket> socks,
   }
   // Threads start last: ~Comm joins whatever was started if this fails half way.
   FERRY_TRY(c->startWorkers());
-  if (c->retry_ && c->retry_->origin.hub) c->retry_->origin.hub->enroll(c->retry_->origin.connId, c.get());
-  if (c->retry_ && send) {
-    c->driverFd_.store(c->ctrl_.fd());
-    Driver::watch(c.get());
-  }
+  if (c->retry_) c->enrollRetry();
   FERRY_INFO(log::kNet, "NET/Socket: %s comm with %s: %d threads x %d sockets, inline < %u bytes%s",
              send ? "send" : "recv", c->peer().toString().c_str(), cfg.nThreads, cfg.nSocks,
              cfg.inlineBytes, cfg.retryMs ? (", retry window " + std::to_string(cfg.retryMs) + " ms").c_str() : "");

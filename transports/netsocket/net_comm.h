@@ -184,7 +184,8 @@ class Comm {
   Status startWorkers();
   void stopWorkers();
 
-  // Retry (net_retry.cc).
+  // Retry (net_retry.cc, net_ack.cc, net_resume.cc).
+  void enrollRetry();
   Status progressRetry();
   Status healthyStep();
   Status readAcks();

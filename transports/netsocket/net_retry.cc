@@ -1,4 +1,4 @@
-// Comm's retry (see net_retry.h): acknowledgements, breaks and resumes.
+// Comm's retry (see net_retry.h): breaks and resumes; acks are in net_ack.cc.
 #include "transports/netsocket/net_retry.h"
 
 #include <sys/socket.h>
@@ -27,6 +27,15 @@ RetryLink::RetryLink(int64_t window, Origin o) : windowMs(window), origin(std::m
 
 RetryLink::~RetryLink() {
   if (origin.hub) origin.hub->leave(origin.connId);
+}
+
+// A new comm becomes findable: a receiver by its hub's thread, a sender by the Driver.
+void Comm::enrollRetry() {
+  RetryLink& k = *retry_;
+  if (k.origin.hub) k.origin.hub->enroll(k.origin.connId, this);
+  if (!send_) return;
+  driverFd_.store(ctrl_.fd(), std::memory_order_release);
+  Driver::watch(this);
 }
 
 Status resetForTest(Socket& s) {
