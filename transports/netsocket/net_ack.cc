@@ -79,7 +79,9 @@ void Comm::confirm(uint64_t count) {
 // caller makes no calls (it has nothing left to test).
 bool Comm::sendDone(Request* r) {
   RetryLink& k = *retry_;
-  if (r->seq < k.confirmed) return true;
+  // Acknowledged implies every chunk went out; reading chunksLeft as well
+  // orders the helper threads' last send() before the caller reuses the buffer.
+  if (r->seq < k.confirmed) return transferred(r);
   if (r->phase != Phase::kDone || r->size >= cfg_.inlineBytes || peerClosed_) return false;
   Request* s = nullptr;
   for (size_t i = 0; i < NCCL_NET_MAX_REQUESTS && !s; ++i) {

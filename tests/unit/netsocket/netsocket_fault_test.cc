@@ -106,15 +106,19 @@ TEST(NetSocketFault, PeerClosesWhileReceivePending) {
 }
 
 // Child: the far end of a connection; killed by the parent mid-transfer.
-// `handleFd`: the child listens and writes the handle there (child receives);
-// otherwise the child connects with the inherited handle (child sends).
-[[noreturn]] void childMain(bool childSends, char* handle, int handleFd) {
+// The child sends: it reads the parent's handle from `downFd` and connects.
+// The child receives: it listens and writes its handle to `upFd`. (Forked
+// before the parent listens: a listener may start a thread, and sanitizer
+// runtimes do not survive a fork beside one; tests/sanitize finding 10.)
+[[noreturn]] void childMain(bool childSends, int upFd, int downFd) {
   alarm(60);  // watchdog: never outlive a broken parent
   void* ctx = nullptr;
   if (net()->init(&ctx, 3, nullptr, nullptr, nullptr) != ncclSuccess) _exit(2);
   std::vector<char> buf(64 << 20, 1);
   void* comm = nullptr;
   if (childSends) {
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    if (read(downFd, handle, sizeof(handle)) != sizeof(handle)) _exit(8);
     while (!comm) {
       if (net()->connect(ctx, 0, handle, &comm, nullptr) != ncclSuccess) _exit(3);
     }
@@ -128,7 +132,7 @@ TEST(NetSocketFault, PeerClosesWhileReceivePending) {
     void* listen = nullptr;
     char h[NCCL_NET_HANDLE_MAXSIZE];
     if (net()->listen(ctx, 0, h, &listen) != ncclSuccess) _exit(5);
-    if (write(handleFd, h, sizeof(h)) != sizeof(h)) _exit(6);
+    if (write(upFd, h, sizeof(h)) != sizeof(h)) _exit(6);
     while (!comm) {
       if (net()->accept(listen, &comm, nullptr) != ncclSuccess) _exit(7);
     }
@@ -153,15 +157,19 @@ TEST_P(NetSocketKill, PeerKilledMidTransferIsRemoteError) {
   ASSERT_EQ(net()->init(&ctx, 4, nullptr, nullptr, nullptr), ncclSuccess);
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   void* listen = nullptr;
-  if (childSends) {
-    ASSERT_EQ(net()->listen(ctx, 0, handle, &listen), ncclSuccess);
-  }
-  int fds[2];
+  int fds[2], down[2];
   ASSERT_EQ(pipe(fds), 0);
+  ASSERT_EQ(pipe(down), 0);
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
-  if (pid == 0) childMain(childSends, handle, fds[1]);
+  if (pid == 0) childMain(childSends, fds[1], down[0]);
   close(fds[1]);
+  close(down[0]);
+  if (childSends) {
+    ASSERT_EQ(net()->listen(ctx, 0, handle, &listen), ncclSuccess);
+    ASSERT_EQ(write(down[1], handle, sizeof(handle)), (ssize_t)sizeof(handle));
+  }
+  close(down[1]);
   // Watchdog: whatever happens below, the child dies within 30 s.
   std::atomic<bool> finished{false};
   std::thread dog([&] {

@@ -243,8 +243,10 @@ TEST(NetSocketRetryOff, ResetFailsTheTransfer) {
     Pair p;
     ASSERT_EQ(connectPair(p), "");
     int64_t t0 = nowMs();
+    // The receiver's end: it surely has messages left to move after the 10th
+    // (the sender may already have written everything into socket buffers).
     Transfer t = transfer(p, [&](size_t i) {
-      if (i == 9) comm(p.send)->TEST_injectReset(sock);
+      if (i == 9) comm(p.recv)->TEST_injectReset(sock);
     });
     EXPECT_TRUE(!t.sendErr.empty() || !t.recvErr.empty()) << "socket " << sock;
     EXPECT_LT(t.received, static_cast<int>(mixedSizes().size()));
@@ -261,10 +263,11 @@ TEST(NetSocketRetryBye, ClosedReceiverFailsSenderAtOnce) {
   Env debug("NCCL_DEBUG", "WARN");
   Pair p;
   ASSERT_EQ(connectPair(p), "");
-  char byte = 1;
-  std::thread r([&] { EXPECT_EQ(recvWait(p.recv, &byte, 1, kTimeoutMs), ncclSuccess); });
+  char byte = 1, got = 0;
+  std::thread r([&] { EXPECT_EQ(recvWait(p.recv, &got, 1, kTimeoutMs), ncclSuccess); });
   EXPECT_EQ(sendWait(p.send, &byte, 1, kTimeoutMs), ncclSuccess);
   r.join();
+  EXPECT_EQ(got, byte);
   ASSERT_EQ(net()->closeRecv(p.recv), ncclSuccess);
   p.recv = nullptr;
   std::vector<char> big(8 << 20);
