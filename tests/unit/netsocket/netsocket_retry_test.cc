@@ -129,11 +129,7 @@ class NetSocketRetry : public ::testing::TestWithParam<std::tuple<int, int, int>
 
 TEST_P(NetSocketRetry, ResetMidStreamEveryMessageOnceInOrder) {
   auto [threads, end, sock] = GetParam();
-  Env ifname("NCCL_SOCKET_IFNAME", "lo");
-  Env family("NCCL_SOCKET_FAMILY", "AF_INET");
-  Env nthreads("NCCL_SOCKET_NTHREADS", std::to_string(threads));
-  Env retry("FERRY_NET_RETRY_MS", "10000");
-  Env debug("NCCL_DEBUG", "WARN");
+  LoopbackEnv env(std::to_string(threads), "10000");
   Pair p;
   ASSERT_EQ(connectPair(p), "");
   // As NCCL may: the listen comm goes right after accept; resumes still arrive.
@@ -175,11 +171,7 @@ INSTANTIATE_TEST_SUITE_P(
 // control socket breaks before it reads the ack; its send completes only
 // through the resume.
 TEST(NetSocketRetryIdle, ReceiverWithoutCallsIsResumedByTheListenerThread) {
-  Env ifname("NCCL_SOCKET_IFNAME", "lo");
-  Env family("NCCL_SOCKET_FAMILY", "AF_INET");
-  Env nthreads("NCCL_SOCKET_NTHREADS", "2");  // helper threads move the data without test()
-  Env retry("FERRY_NET_RETRY_MS", "20000");
-  Env debug("NCCL_DEBUG", "WARN");
+  LoopbackEnv env("2", "20000");  // helper threads move the data without test()
   Pair p;
   ASSERT_EQ(connectPair(p), "");
   std::vector<char> a = pattern(1 << 20, 1), a2(1 << 20);
@@ -206,11 +198,7 @@ TEST(NetSocketRetryIdle, ReceiverWithoutCallsIsResumedByTheListenerThread) {
 // lazily), so the sender's caller may make no more calls; a break that
 // loses those bytes is repaired by the resend thread (net_driver.h).
 TEST(NetSocketRetryIdle, SenderWithoutCallsResendsItsCompletedMessages) {
-  Env ifname("NCCL_SOCKET_IFNAME", "lo");
-  Env family("NCCL_SOCKET_FAMILY", "AF_INET");
-  Env nthreads("NCCL_SOCKET_NTHREADS", "0");
-  Env retry("FERRY_NET_RETRY_MS", "20000");
-  Env debug("NCCL_DEBUG", "WARN");
+  LoopbackEnv env("0", "20000");
   Pair p;
   ASSERT_EQ(connectPair(p), "");
   std::vector<std::vector<char>> out;
@@ -234,11 +222,7 @@ TEST(NetSocketRetryIdle, SenderWithoutCallsResendsItsCompletedMessages) {
 
 // Retry off: the same reset fails the transfer (today's behaviour), promptly.
 TEST(NetSocketRetryOff, ResetFailsTheTransfer) {
-  Env ifname("NCCL_SOCKET_IFNAME", "lo");
-  Env family("NCCL_SOCKET_FAMILY", "AF_INET");
-  Env nthreads("NCCL_SOCKET_NTHREADS", "0");
-  Env retry("FERRY_NET_RETRY_MS", "0");
-  Env debug("NCCL_DEBUG", "WARN");
+  LoopbackEnv env("0", "0");
   for (int sock : {0, 1}) {
     Pair p;
     ASSERT_EQ(connectPair(p), "");
@@ -257,10 +241,7 @@ TEST(NetSocketRetryOff, ResetFailsTheTransfer) {
 
 // A comm closed on purpose says bye: the peer fails at once, not after the window.
 TEST(NetSocketRetryBye, ClosedReceiverFailsSenderAtOnce) {
-  Env ifname("NCCL_SOCKET_IFNAME", "lo");
-  Env family("NCCL_SOCKET_FAMILY", "AF_INET");
-  Env retry("FERRY_NET_RETRY_MS", "20000");
-  Env debug("NCCL_DEBUG", "WARN");
+  LoopbackEnv env(std::nullopt, "20000");
   Pair p;
   ASSERT_EQ(connectPair(p), "");
   char byte = 1, got = 0;

@@ -25,6 +25,18 @@ class Env {
   std::optional<std::string> old_;
 };
 
+// The Socket network on IPv4 loopback, warnings only, for the scope: helper
+// threads (nullopt: unset, the default) and the retry window.
+struct LoopbackEnv {
+  LoopbackEnv(std::optional<std::string> nthreads, const std::string& retryMs)
+      : ifname("NCCL_SOCKET_IFNAME", "lo"),
+        family("NCCL_SOCKET_FAMILY", "AF_INET"),
+        threads("NCCL_SOCKET_NTHREADS", std::move(nthreads)),
+        retry("FERRY_NET_RETRY_MS", retryMs),
+        debug("NCCL_DEBUG", "WARN") {}
+  Env ifname, family, threads, retry, debug;
+};
+
 bool ipv6LoopbackUsable();
 
 // One connected pair, created with a single thread alternating connect/accept.
