@@ -1,7 +1,9 @@
 """fabric.py: the test fabric of ferry-cluster (see docs/cluster.md).
 
 Network namespaces for the hosts, one veth per (host, rail) into one bridge per rail,
-tbf shaping, the state file that lets --cleanup-stale remove a killed run's leftovers,
+optionally a spine (a router namespace with a port on every rail, and source-based
+policy routing in the hosts so that cross-rail traffic goes through it), tbf shaping of
+the rails and of the spine, the state file that lets --cleanup-stale remove a killed run's leftovers,
 and the per-interface byte counters. ferry-cluster (the launcher) imports it; it runs
 nothing but ip/tc/sysctl.
 """
@@ -14,6 +16,8 @@ import sys
 
 SKIP = 77
 STATE_DIR = "/run/ferry-cluster"
+SPINE_HOST = 254         # the spine's last octet on every rail subnet (hosts use 1..MAX_HOSTS)
+RAIL_TABLE = 100         # a host's routing table (and rule preference) for rail r: 100+r
 
 
 def log(msg):
@@ -57,12 +61,12 @@ def check_environment():
 class Names:
     """All names of one run. Interface names stay <= 15 chars (IFNAMSIZ-1)."""
 
-    def __init__(self, prefix, pid, hosts, rails):
+    def __init__(self, prefix, pid, hosts, rails, spine=False):
         self.pid = pid
         self.prefix = prefix
         self.tag = "fc%d" % pid                    # <= 9 chars for pids < 2^22
         self.base = 16 + (pid % 59) * 4            # second octet of rail 0; base+3 <= 251
-        self.hosts, self.rails = hosts, rails
+        self.hosts, self.rails, self.spine = hosts, rails, spine
 
     def netns(self, h):
         return "%s%d-h%d" % (self.prefix, self.pid, h)
@@ -83,6 +87,30 @@ class Names:
     def addr(self, h, r):
         return "10.%d.0.%d" % (self.base + r, h + 1)
 
+    def subnet(self, r):
+        return "10.%d.0.0/24" % (self.base + r)
+
+    def spine_netns(self):
+        return "%s%d-spine" % (self.prefix, self.pid)
+
+    def spine_outer(self, r):
+        """The spine's port on rail r's bridge (its peer inside the spine is r<r>)."""
+        return "%ss%d" % (self.tag, r)
+
+    def spine_addr(self, r):
+        return "10.%d.0.%d" % (self.base + r, SPINE_HOST)
+
+    def all_netns(self):
+        return ([self.netns(h) for h in range(self.hosts)] +
+                ([self.spine_netns()] if self.spine else []))
+
+    def all_links(self):
+        """Root-namespace links: what deleting the namespaces does not remove (bridges) and,
+        should a namespace deletion fail, the root-side veth ends."""
+        return ([self.bridge(r) for r in range(self.rails)] +
+                [self.outer(h, r) for h in range(self.hosts) for r in range(self.rails)] +
+                ([self.spine_outer(r) for r in range(self.rails)] if self.spine else []))
+
 
 def state_path(pid):
     return os.path.join(STATE_DIR, "%d.json" % pid)
@@ -90,9 +118,7 @@ def state_path(pid):
 
 def write_state(n):
     os.makedirs(STATE_DIR, exist_ok=True)
-    st = {"pid": n.pid, "netns": [n.netns(h) for h in range(n.hosts)],
-          "links": [n.bridge(r) for r in range(n.rails)] +
-                   [n.outer(h, r) for h in range(n.hosts) for r in range(n.rails)]}
+    st = {"pid": n.pid, "netns": n.all_netns(), "links": n.all_links()}
     with open(state_path(n.pid), "w") as f:
         json.dump(st, f)
 
@@ -138,13 +164,13 @@ def cleanup_stale():
             os.unlink(os.path.join(STATE_DIR, fn))
     # Leftovers without a state file (default tag only): links fc<pid>... of dead pids.
     for link in os.listdir("/sys/class/net"):
-        m = re.match(r"^fc(\d+)(b\d+|h\d+r\d+)$", link)
+        m = re.match(r"^fc(\d+)(b\d+|h\d+r\d+|s\d+)$", link)
         if m and not pid_is_ours(int(m.group(1))):
             run(["ip", "link", "del", link], check=False)
             removed += 1
     for line in run(["ip", "netns", "list"], check=False).stdout.splitlines():
         ns = line.split()[0] if line.split() else ""
-        m = re.match(r"^fc(\d+)-(h\d+|probe)$", ns)
+        m = re.match(r"^fc(\d+)-(h\d+|spine|probe)$", ns)
         if m and not pid_is_ours(int(m.group(1))):
             remove_resources([ns], [])
             removed += 1
@@ -157,7 +183,7 @@ def cleanup_stale():
 def rate_bits(rate):
     m = re.match(r"^(\d+(?:\.\d+)?)([kmg]?)(bit|bps)$", rate.lower())
     if not m:
-        raise ValueError("bad --shape rate %r (e.g. 1gbit, 500mbit, 100mbps)" % rate)
+        raise ValueError("bad rate %r (e.g. 1gbit, 500mbit, 100mbps)" % rate)
     mult = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
     return float(m.group(1)) * mult * (8 if m.group(3) == "bps" else 1)
 
@@ -205,58 +231,114 @@ def warn_br_netfilter():
             "bridged rail traffic passes that chain and may be dropped")
 
 
-def build(n, shape_rate, mtu):
+def add_bridge(n, r):
+    br = n.bridge(r)
+    run(["ip", "link", "add", br, "type", "bridge", "stp_state", "0", "forward_delay", "0"])
+    set_sysctl("net.ipv6.conf.%s.disable_ipv6" % br, "1")
+    run(["ip", "link", "set", br, "up"])
+
+
+def add_netns(ns):
+    run(["ip", "netns", "add", ns])
+    # No IPv6: no router solicitations or DAD chatter in the counters.
+    set_sysctl("net.ipv6.conf.all.disable_ipv6", "1", ns)
+    set_sysctl("net.ipv6.conf.default.disable_ipv6", "1", ns)
+    run(["ip", "-n", ns, "link", "set", "lo", "up"])
+
+
+def add_port(ns, out, inner, bridge, addr, mtu, rate):
+    """A veth from namespace ns (name inner, address addr/24) to a port `out` on bridge,
+    with a tbf of `rate` on both ends (inner: towards the switch; out: from it)."""
+    run(["ip", "link", "add", out, "mtu", str(mtu), "type", "veth", "peer", "name", inner,
+         "mtu", str(mtu), "netns", ns])
+    set_sysctl("net.ipv6.conf.%s.disable_ipv6" % out, "1")
+    run(["ip", "link", "set", out, "master", bridge, "up"])
+    run(["ip", "-n", ns, "addr", "add", addr + "/24", "dev", inner])
+    run(["ip", "-n", ns, "link", "set", inner, "up"])
+    if rate:
+        shape(inner, rate, ns)
+        shape(out, rate)
+
+
+def add_spine(n, rate, mtu):
+    """The router between the rails: one port on every rail's bridge at .254, forwarding on.
+    The spine's ports have the rails' MTU: a bridge forwards no frame larger than the MTU of
+    the port it leaves by."""
+    ns = n.spine_netns()
+    add_netns(ns)
+    set_sysctl("net.ipv4.ip_forward", "1", ns)
+    for r in range(n.rails):
+        add_port(ns, n.spine_outer(r), n.inner(r), n.bridge(r), n.spine_addr(r), mtu, rate)
+
+
+def route_via_spine(n, h):
+    """Source-based policy routing in host h: a packet from its rail-r address leaves on
+    rail r even towards another rail's subnet (through the spine), as a real NIC reaches
+    only its own rail's switch. Without it the host's connected route to rail s would
+    carry the packet on its own rail-s NIC and the spine would never see it. A socket
+    without a bound source gets the connected route's (the destination rail's) address
+    and so stays on the destination's rail (docs/cluster.md)."""
+    ns = n.netns(h)
+    for r in range(n.rails):
+        table = str(RAIL_TABLE + r)
+        run(["ip", "-n", ns, "route", "add", n.subnet(r), "dev", n.inner(r), "src", n.addr(h, r),
+             "table", table])
+        for s in range(n.rails):
+            if s != r:
+                run(["ip", "-n", ns, "route", "add", n.subnet(s), "via", n.spine_addr(r),
+                     "dev", n.inner(r), "table", table])
+        run(["ip", "-n", ns, "rule", "add", "pref", table, "from", n.addr(h, r), "table", table])
+
+
+def build(n, shape_rate, mtu, spine_rate=None):
     write_state(n)   # before creating anything: a crash mid-build is still cleanable
     warn_br_netfilter()
     for r in range(n.rails):
-        br = n.bridge(r)
-        run(["ip", "link", "add", br, "type", "bridge", "stp_state", "0", "forward_delay", "0"])
-        set_sysctl("net.ipv6.conf.%s.disable_ipv6" % br, "1")
-        run(["ip", "link", "set", br, "up"])
+        add_bridge(n, r)
     for h in range(n.hosts):
-        ns = n.netns(h)
-        run(["ip", "netns", "add", ns])
-        # No IPv6: no router solicitations or DAD chatter in the counters.
-        set_sysctl("net.ipv6.conf.all.disable_ipv6", "1", ns)
-        set_sysctl("net.ipv6.conf.default.disable_ipv6", "1", ns)
-        run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        add_netns(n.netns(h))
         for r in range(n.rails):
-            out, inner = n.outer(h, r), n.inner(r)
-            run(["ip", "link", "add", out, "mtu", str(mtu), "type", "veth", "peer", "name", inner,
-                 "mtu", str(mtu), "netns", ns])
-            set_sysctl("net.ipv6.conf.%s.disable_ipv6" % out, "1")
-            run(["ip", "link", "set", out, "master", n.bridge(r), "up"])
-            run(["ip", "-n", ns, "addr", "add", n.addr(h, r) + "/24", "dev", inner])
-            run(["ip", "-n", ns, "link", "set", inner, "up"])
-            if shape_rate:
-                shape(inner, shape_rate, ns)    # host -> switch
-                shape(out, shape_rate)          # switch -> host
+            add_port(n.netns(h), n.outer(h, r), n.inner(r), n.bridge(r), n.addr(h, r), mtu, shape_rate)
+    if n.spine:
+        add_spine(n, spine_rate, mtu)
+        for h in range(n.hosts):
+            route_via_spine(n, h)
 
 
 def teardown(n):
-    remove_resources([n.netns(h) for h in range(n.hosts)],
-                     [n.bridge(r) for r in range(n.rails)] +
-                     [n.outer(h, r) for h in range(n.hosts) for r in range(n.rails)])
+    remove_resources(n.all_netns(), n.all_links())
     try:
         os.unlink(state_path(n.pid))
     except OSError:
         pass
 
 
-def read_counters(n):
-    def stats(ns, dev):
-        p = run(["ip", "netns", "exec", ns, "cat", "/sys/class/net/%s/statistics/tx_bytes" % dev,
-                 "/sys/class/net/%s/statistics/rx_bytes" % dev], check=False)
-        v = p.stdout.split()
-        return {"tx_bytes": int(v[0]), "rx_bytes": int(v[1])} if len(v) == 2 else None
+def if_stats(ns, dev):
+    p = run(["ip", "netns", "exec", ns, "cat", "/sys/class/net/%s/statistics/tx_bytes" % dev,
+             "/sys/class/net/%s/statistics/rx_bytes" % dev], check=False)
+    v = p.stdout.split()
+    return {"tx_bytes": int(v[0]), "rx_bytes": int(v[1])} if len(v) == 2 else None
 
+
+def rail_ports(ns, addrs):
+    """Counters of a namespace's rail veths r0..; addrs[r] is its address on rail r."""
+    ports = []
+    for r, addr in enumerate(addrs):
+        d = {"rail": r, "ifname": Names.inner(r), "addr": addr}
+        d.update(if_stats(ns, Names.inner(r)) or {})
+        ports.append(d)
+    return ports
+
+
+def read_counters(n):
     hosts = []
     for h in range(n.hosts):
         ns = n.netns(h)
-        rails = []
-        for r in range(n.rails):
-            d = {"rail": r, "ifname": n.inner(r), "addr": n.addr(h, r)}
-            d.update(stats(ns, n.inner(r)) or {})
-            rails.append(d)
-        hosts.append({"host": h, "netns": ns, "rails": rails, "lo": stats(ns, "lo")})
-    return {"hosts": hosts}
+        hosts.append({"host": h, "netns": ns,
+                      "rails": rail_ports(ns, [n.addr(h, r) for r in range(n.rails)]),
+                      "lo": if_stats(ns, "lo")})
+    spine = None
+    if n.spine:
+        spine = {"netns": n.spine_netns(),
+                 "rails": rail_ports(n.spine_netns(), [n.spine_addr(r) for r in range(n.rails)])}
+    return {"hosts": hosts, "spine": spine}

@@ -2,8 +2,8 @@
 # Self-test of ferry-cluster (ctest cluster_launcher): environment and addresses of every
 # rank, the hosts' network variables set by the launcher whatever the caller exported,
 # output prefixes, exit status propagation, --timeout, teardown after SIGTERM,
-# SIGKILL + --cleanup-stale, --shape qdiscs, --counters JSON. Exit 77 (skip) when not
-# root or `ip netns` does not work (ferry-cluster's own check).
+# SIGKILL + --cleanup-stale (also of a --spine run), --shape qdiscs, --counters JSON.
+# Exit 77 (skip) when not root or `ip netns` does not work (ferry-cluster's own check).
 # No fixed sleeps before a signal: the steps wait (up to 30 s) for the ranks' own output,
 # so a loaded machine only makes the test slower.
 set -u
@@ -32,7 +32,7 @@ leftovers() {  # $1 = log file
   local pid
   pid=$(sed -n 's/.*namespaces [A-Za-z_]*[A-Za-z]\([0-9]*\)-h0\.\..*/\1/p' "$1" | head -1)
   [ -n "$pid" ] || { echo "no-pid-in-log"; return; }
-  ip netns list | grep -E "^[A-Za-z_]+$pid-h[0-9]+" ; ip -o link | grep -E ": fc$pid[bh]"
+  ip netns list | grep -E "^[A-Za-z_]+$pid-(h[0-9]+|spine)" ; ip -o link | grep -E ": fc$pid[bhs]"
   [ -e /run/ferry-cluster/$pid.json ] && echo "state file $pid.json"
 }
 
@@ -92,6 +92,17 @@ grep -q "tbf .*rate 100Mbit" "$TMP/kill" || fail "--shape: no tbf 100Mbit qdisc 
 [ -n "$(leftovers "$TMP/kill")" ] || fail "SIGKILL: expected leftovers before --cleanup-stale"
 "$FC" --cleanup-stale > /dev/null 2>&1 || fail "--cleanup-stale exited $?"
 [ -z "$(leftovers "$TMP/kill")" ] || fail "leftovers after --cleanup-stale: $(leftovers "$TMP/kill")"
+
+# 5b. The same with --spine: its namespace and its ports on the rail bridges are in the
+# state file, so --cleanup-stale removes them too.
+"$FC" --hosts 2 --rails 2 --spine --spine-shape 50mbit -- sh -c 'echo up; exec sleep 60' > "$TMP/kills" 2>&1 &
+lp=$!
+wait_for "$TMP/kills" "] up" 2 || fail "spine SIGKILL case: ranks not up within 30 s: $(cat "$TMP/kills")"
+kill -KILL $lp; wait $lp 2>/dev/null
+leftovers "$TMP/kills" | grep -q -- "-spine" || fail "spine SIGKILL: no spine namespace before --cleanup-stale"
+leftovers "$TMP/kills" | grep -qE ": fc[0-9]+s1" || fail "spine SIGKILL: no spine port before --cleanup-stale"
+"$FC" --cleanup-stale > /dev/null 2>&1 || fail "--cleanup-stale exited $?"
+[ -z "$(leftovers "$TMP/kills")" ] || fail "spine leftovers after --cleanup-stale: $(leftovers "$TMP/kills")"
 
 # 6. --counters: JSON with per-host rail and lo counters; bytes sent over r0 show up.
 XFER='
