@@ -16,6 +16,9 @@ rank has finished its first iteration (`LOOP running`, ferry-cluster --kill-trig
 ferry-cluster itself requires every survivor to exit non-zero within --kill-deadline; here
 each survivor must also have printed a `FAIL` line from the library error (not the
 watchdog's).
+--spine: the run gets ferry-cluster's spine (a router between the rails); the spine's ports
+may carry at most --spine-max-bytes each way (ARP and the like): Ferry's connections go from
+rail i to the peer's listener on rail i, so no collective byte may take the slow path.
 Exit 77 (skip) is passed through from ferry-cluster.
 """
 import argparse
@@ -83,6 +86,17 @@ def check_traffic(args, out, doc):
                          % (h["host"], r["rail"], r["rx_bytes"], r["tx_bytes"], args.rail_min_bytes))
     if total_tx < sum(bounds.values()):
         fail("all hosts sent %d bytes < the %d they must have received" % (total_tx, sum(bounds.values())))
+    if args.spine:
+        check_spine(args, doc)
+
+
+def check_spine(args, doc):
+    ports = doc["spine"]["rails"]
+    print("spine (rail, tx, rx): %s" % [(p["rail"], p["tx_bytes"], p["rx_bytes"]) for p in ports])
+    for p in ports:
+        if p["tx_bytes"] > args.spine_max_bytes or p["rx_bytes"] > args.spine_max_bytes:
+            fail("the spine's rail-%d port moved tx %d / rx %d bytes (> %d): traffic left its rail"
+                 % (p["rail"], p["tx_bytes"], p["rx_bytes"], args.spine_max_bytes))
 
 
 def check_fault(args, out, doc):
@@ -116,12 +130,14 @@ def main():
     ap.add_argument("--expect-all-rails", action="store_true")
     ap.add_argument("--rail-min-bytes", type=int, default=1 << 20)
     ap.add_argument("--kill-mode", choices=["signal", "crash"], default="signal")
+    ap.add_argument("--spine", action="store_true")
+    ap.add_argument("--spine-max-bytes", type=int, default=65536)
     args = ap.parse_args()
     env = dict(os.environ)
     # The ranks' own watchdog fires before the launcher's timeout: a hang names itself.
     env["FERRY_CLUSTER_WATCHDOG_S"] = str(args.timeout - 5)
     if not args.fault:
-        rc, out, doc = run_launcher(args, [], env)
+        rc, out, doc = run_launcher(args, ["--spine"] if args.spine else [], env)
         if rc != 0:
             fail("ferry-cluster exited %d" % rc)
         check_traffic(args, out, doc)

@@ -3,8 +3,8 @@
 Network namespaces for the hosts, one veth per (host, rail) into one bridge per rail,
 optionally a spine (a router namespace with a port on every rail, and source-based
 policy routing in the hosts so that cross-rail traffic goes through it), tbf shaping of
-the rails and of the spine, the state file that lets --cleanup-stale remove a killed run's leftovers,
-and the per-interface byte counters. ferry-cluster (the launcher) imports it; it runs
+the rails and of the spine, the state file that lets --cleanup-stale remove a killed
+run's leftovers, and the per-interface byte counters. ferry-cluster (the launcher) imports it; it runs
 nothing but ip/tc/sysctl.
 """
 import json
