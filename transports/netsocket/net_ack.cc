@@ -6,14 +6,6 @@
 #include "transports/netsocket/net_retry.h"
 
 namespace ferry::netsocket {
-namespace {
-
-bool transferred(const Request* r) {
-  return r->phase == Phase::kDone ||
-         (r->phase == Phase::kStreams && r->chunksLeft.load(std::memory_order_acquire) == 0);
-}
-
-}  // namespace
 
 // The sender reads acks only when it needs them: a streamed send waits for
 // one, or the copies pile up (a syscall per call otherwise, for nothing).
@@ -81,7 +73,7 @@ bool Comm::sendDone(Request* r) {
   RetryLink& k = *retry_;
   // Acknowledged implies every chunk went out; reading chunksLeft as well
   // orders the helper threads' last send() before the caller reuses the buffer.
-  if (r->seq < k.confirmed) return transferred(r);
+  if (r->seq < k.confirmed) return r->transferred();
   if (r->phase != Phase::kDone || r->size >= cfg_.inlineBytes || peerClosed_) return false;
   Request* s = nullptr;
   for (size_t i = 0; i < NCCL_NET_MAX_REQUESTS && !s; ++i) {
@@ -104,7 +96,7 @@ void Comm::advanceReceived() {
   RetryLink& k = *retry_;
   while (k.confirmed < k.posted) {
     Request* r = k.bySeq[k.confirmed % RetryLink::kRing];
-    if (!transferred(r)) break;
+    if (!r->transferred()) break;
     if (k.confirmed == k.ackSent) k.firstUnackedMs = nowMs();
     // The sender waits for the ack of a streamed message (it has no copy).
     if (r->size >= cfg_.inlineBytes) k.ackNow = true;

@@ -63,7 +63,7 @@ Result<std::unique_ptr<Comm>> Comm::create(bool send, std::vector<Socket> socks,
                          " sockets, got " + std::to_string(socks.size()));
   }
   std::unique_ptr<Comm> c(new Comm(send, cfg));
-  // First: a recv comm leaves its hub (~RetryLink) even if creation fails below.
+  // First: ~Comm then has a recv comm leave its hub even if creation fails below.
   if (cfg.retryMs > 0) c->retry_ = std::make_unique<RetryLink>(cfg.retryMs, std::move(origin));
   for (auto& r : c->reqs_) r.comm = c.get();
   c->peer_ = socks[0].peer();
@@ -283,10 +283,7 @@ Status Comm::test(Request* r, bool* done, size_t* size) {
     return failure();
   }
   // With retry on: sends once acknowledged or copied, receives in posting order.
-  bool finished = retry_ ? (send_ ? sendDone(r) : r->seq < retry_->confirmed)
-                         : r->phase == Phase::kDone ||
-                               (r->phase == Phase::kStreams &&
-                                r->chunksLeft.load(std::memory_order_acquire) == 0);
+  bool finished = retry_ ? (send_ ? sendDone(r) : r->seq < retry_->confirmed) : r->transferred();
   if (!finished) {
     // A helper thread may have failed while this request waits on it.
     if (failed_.load(std::memory_order_acquire)) return failure();

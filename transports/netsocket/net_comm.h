@@ -92,6 +92,14 @@ struct Request {
   size_t hdrDone = 0;
   size_t inlineDone = 0;
   std::atomic<int> chunksLeft{0};
+
+  // Every byte moved: inline done, or every streamed chunk out/in (the
+  // acquire orders the helper threads' last send()/recv() before the caller
+  // reuses the buffer).
+  bool transferred() const {
+    return phase == Phase::kDone ||
+           (phase == Phase::kStreams && chunksLeft.load(std::memory_order_acquire) == 0);
+  }
 };
 
 struct Chunk {

@@ -25,9 +25,7 @@ constexpr int64_t kHubPollMs = 20;
 
 RetryLink::RetryLink(int64_t window, Origin o) : windowMs(window), origin(std::move(o)) {}
 
-RetryLink::~RetryLink() {
-  if (origin.hub) origin.hub->leave(origin.connId);
-}
+RetryLink::~RetryLink() = default;  // here: Connecting is complete in this file
 
 // A new comm becomes findable: a receiver by its hub's thread, a sender by the Driver.
 void Comm::enrollRetry() {
