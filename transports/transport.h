@@ -68,6 +68,10 @@ struct CommContext {
   // died or another connection of this communicator has failed, so a wait
   // for a peer that will never come ends at once.
   std::function<Status(int peer)> connectCheck;
+  // This host's rail table (topology/rails.h): entry i is the NIC name of
+  // GPU i, so local rank i's network device; empty without GPUs in the
+  // topology (then local rank i uses device i % devices).
+  std::vector<std::string> railNics;
 };
 
 struct SendSlot {

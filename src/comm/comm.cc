@@ -71,8 +71,9 @@ Status Comm::init(const ncclUniqueId& id) {
     FERRY_ASSIGN(algoFilter_, parseAlgoFilter(config::getString(config::Param::kAlgo)));
     FERRY_TRY(parseProtoFilter(config::getString(config::Param::kProto)).status());
     FERRY_ASSIGN(bootstrap_, Bootstrap::create(id, rank_, nranks_, &abort_, initTimeout));
-    FERRY_TRY(setupPeers());
+    // The topology before the transports: the network sends on the rails.
     FERRY_TRY(loadTopology());
+    FERRY_TRY(setupPeers());
     return buildView();
   }();
   if (!st.isOk()) {
@@ -103,6 +104,7 @@ Status Comm::setupPeers() {
   ctx_.timeoutMs = config::getInt(config::Param::kInitTimeoutMs);
   ctx_.exchange = &exchange_;
   ctx_.connectCheck = [this](int peer) { return connectCheck(peer); };
+  for (const topo::Rail& r : rails_) ctx_.railNics.push_back(r.nic);
   transports_ = createTransports();
   peers_.assign(nranks_, PeerInfo{});
   PeerInfo& me = peers_[rank_];

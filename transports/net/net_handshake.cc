@@ -98,11 +98,12 @@ Status NetTransport::advancePair(const CommContext& ctx, int peer, Pair& p, bool
   std::string where = std::string(n->name) + " rank " + std::to_string(peer);
   if (!p.sendComm) {
     ncclNetDeviceHandle_v11_t* noOffload = nullptr;
-    // Our rail index on the peer's side (it may have fewer devices). The same
-    // handle buffer on every retry: plugins may keep their progress in it.
+    // To the peer's home device, from ours or (PXN) from the peer's rail
+    // (net_transport.h). The same handle buffer on every retry: plugins may
+    // keep their progress in it.
     Listeners& theirs = handles_[peer];
-    char* handle = theirs.handle[dev_ % theirs.ndev];
-    FERRY_TRY(check(n->connect(net_.ctx, dev_, handle, &p.sendComm, &noOffload), "connect", where));
+    char* handle = theirs.handle[theirs.home];
+    FERRY_TRY(check(n->connect(net_.ctx, sendDevice(peer), handle, &p.sendComm, &noOffload), "connect", where));
     if (!p.sendComm) return Status::ok();
     *moved = true;
   }

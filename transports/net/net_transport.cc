@@ -32,6 +32,30 @@ bool networkNeeded(const CommContext& ctx) {
 
 }  // namespace
 
+// The rail table names local rank i's NIC (GPU i's); a rank without one, or a
+// NIC the network does not list, takes device localRank % ndev.
+int NetTransport::homeDevice(const CommContext& ctx) const {
+  int ndev = std::min(net_.ndev, kMaxRails);
+  int local = localRank(ctx);
+  if (ctx.railNics.empty()) return local % ndev;
+  const std::string& nic = ctx.railNics[local % ctx.railNics.size()];
+  for (int d = 0; d < ndev; ++d) {
+    ncclNetProperties_v11_t props{};
+    if (net_.net->getProperties(d, &props) == ncclSuccess && props.name && nic == props.name) return d;
+  }
+  FERRY_WARN("NET/%s: the rail table's NIC %s (local rank %d) is not one of the network's devices; "
+             "using device %d", net_.net->name, nic.c_str(), local, local % ndev);
+  return local % ndev;
+}
+
+// See the header: the peer's rail with PXN, else our own. Hosts are assumed
+// to list their rails in the same order (as NCCL assumes).
+int NetTransport::sendDevice(int peer) const {
+  int theirs = handles_[peer].home;
+  if (!pxn_ || theirs >= std::min(net_.ndev, kMaxRails)) return dev_;
+  return theirs;
+}
+
 NetTransport::~NetTransport() { closeAll(); }
 
 void NetTransport::closeAll() {
@@ -83,7 +107,10 @@ Status NetTransport::prepare(const CommContext& ctx) {
     if (net.isOk()) {
       net_ = net.take();
       opened_ = true;
-      dev_ = localRank(ctx) % std::min(net_.ndev, kMaxRails);
+      dev_ = homeDevice(ctx);
+      handles_[0].home = dev_;
+      pxn_ = !config::getBool(config::Param::kPxnDisable) &&
+             config::getInt(config::Param::kP2pPxnLevel) > 0;
       st = listenAll();
     } else {
       st = net.status();
@@ -100,9 +127,12 @@ Status NetTransport::prepare(const CommContext& ctx) {
   for (int r = 0; r < ctx.nranks; ++r) {
     if (handles_[r].ndev < 1 || handles_[r].ndev > kMaxRails)
       return remoteError("rank " + std::to_string(r) + " has no network device to listen on");
+    if (handles_[r].home < 0 || handles_[r].home >= handles_[r].ndev)
+      return remoteError("rank " + std::to_string(r) + " published home device " +
+                         std::to_string(handles_[r].home) + " of " + std::to_string(handles_[r].ndev));
   }
-  FERRY_INFO(log::kInit | log::kNet, "NET: %s: sending on device %d, listening on %d device(s)",
-             net_.net->name, dev_, mine.ndev);
+  FERRY_INFO(log::kInit | log::kNet, "NET: %s: home device %d, listening on %d device(s), PXN %s",
+             net_.net->name, dev_, mine.ndev, pxn_ ? "on" : "off");
   return Status::ok();
 }
 
@@ -147,8 +177,11 @@ Result<std::unique_ptr<Connection>> NetTransport::connect(const CommContext& ctx
   int slots = static_cast<int>(std::max<int64_t>(2, config::getInt(config::Param::kNetSlots)));
   size_t slotBytes = static_cast<size_t>(
       std::max<int64_t>(4096, config::getInt(config::Param::kNetSlotBytes)));
-  std::string desc = std::string(net_.net->name) + "/" + std::to_string(dev_) + " rank " +
-                     std::to_string(peer) + " (" + (*ctx.peers)[peer].hostname + ")";
+  int from = sendDevice(peer);
+  std::string desc = std::string(net_.net->name) + "/" + std::to_string(from) +
+                     (from != dev_ ? "(PXN)" : "") + " rank " + std::to_string(peer) + " (" +
+                     (*ctx.peers)[peer].hostname + ")";
+  FERRY_INFO(log::kNet, "Connection to rank %d via NET/%s", peer, desc.c_str());
   auto conn = std::make_unique<NetConnection>(net_.net, p->sendComm, p->recvComm, peer, slots,
                                               slotBytes, desc);
   conn->setAbortFlag(ctx.abortFlag);

@@ -3,10 +3,17 @@
 //
 // Set-up (prepare, collective): communicators that span hosts open the
 // network, listen on each of its devices (up to kMaxRails) and allgather the
-// 128-byte listen handles. A rank sends on its rail, device localRank % ndev,
-// and connects to the peer's listener on the same rail index, so ranks with
-// equal local ranks on different hosts talk over one rail and every rail
-// carries traffic.
+// 128-byte listen handles and each rank's home device: its rail, the NIC of
+// its GPU in the host's rail table (CommContext::railNics), else device
+// localRank % ndev. A connection always ends at the peer's home device (the
+// receive side is the peer's NIC). It starts from:
+//  - PXN (default): this host's device on the peer's rail (same index as the
+//    peer's home), so every packet stays on one rail and a rail-optimised
+//    fabric's spine carries nothing. NCCL reaches that NIC through a GPU
+//    next to it; host memory reaches every NIC of its host directly.
+//  - NCCL_PXN_DISABLE=1 / NCCL_P2P_PXN_LEVEL=0: this rank's home device, so
+//    a pair on different rails crosses the spine (NCCL's behaviour without
+//    PXN). Rail-aligned pairs (rings, trees) are the same either way.
 //
 // Pairs: a rank connects to a peer's handle and sends a 24-byte hello
 // {commHash, rank, magic, secret} on the new send comm (the secret, as the
@@ -33,7 +40,7 @@ namespace ferry::net {
 
 class NetTransport : public Transport {
  public:
-  static constexpr int kMaxRails = 4;
+  static constexpr int kMaxRails = 8;
 
   ~NetTransport() override;
   const char* name() const override { return "net"; }
@@ -76,10 +83,14 @@ class NetTransport : public Transport {
   std::mutex mu_;
   bool opened_ = false;
   ActiveNet net_;
-  int dev_ = 0;
+  int dev_ = 0;  // home device
+  bool pxn_ = true;
+  int homeDevice(const CommContext& ctx) const;
+  int sendDevice(int peer) const;
   // What each rank publishes: its listen handle on each of its rails.
   struct Listeners {
     int32_t ndev = 0;
+    int32_t home = 0;  // the rank's home device (its rail)
     // Aligned: networks cast the handle to their own struct, as NCCL's do
     // (the UCX network's holds a pointer); after ndev it sat at offset 4.
     alignas(alignof(std::max_align_t)) char handle[kMaxRails][NCCL_NET_HANDLE_MAXSIZE] = {};

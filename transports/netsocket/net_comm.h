@@ -142,6 +142,7 @@ struct RetryLink;
 struct Origin {
   uint64_t connId = 0;
   SockAddr to;                // send: the listener's address
+  SockAddr from;              // send: the address bound before connect (net_setup.h)
   uint64_t nonce = 0;         // send: the listener's nonce
   std::shared_ptr<Hub> hub;   // recv: the listener it was accepted from
 };

@@ -37,7 +37,7 @@ Status Comm::redial() {
     k.dial.reset();
   }
   if (!k.dial) {
-    k.dial = newConnecting(k.origin.to, cfg_, k.origin.nonce, k.origin.connId, ++k.epoch,
+    k.dial = newConnecting(k.origin.to, k.origin.from, cfg_, k.origin.nonce, k.origin.connId, ++k.epoch,
                            k.brokeAtMs + k.windowMs);
     k.dialStartMs = now;
     k.dialed = false;

@@ -35,6 +35,13 @@ Status startConnect(Connecting& c, Connecting::Conn& k) {
   int fd = ::socket(c.to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return systemError(std::string("NET/Socket: socket() failed: ") + std::strerror(errno));
   k.sock = Socket(fd, c.to);
+  if (c.from.valid() && ::bind(fd, c.from.sa(), c.from.length()) != 0) {
+    // The device's address went away (a rail taken down): keep the old
+    // behaviour of an unbound socket rather than failing the connect.
+    FERRY_INFO(log::kNet, "NET/Socket: cannot bind %s before connecting to %s (%s); connecting unbound",
+               c.from.toString().c_str(), c.to.toString().c_str(), std::strerror(errno));
+    c.from = SockAddr();
+  }
   if (::connect(fd, c.to.sa(), c.to.length()) == 0) {
     k.stage = 2;
   } else if (errno == EINPROGRESS) {
@@ -91,10 +98,12 @@ Status stepConnecting(Connecting& c, bool* done) {
   return Status::ok();
 }
 
-std::unique_ptr<Connecting> newConnecting(const SockAddr& to, const Config& cfg, uint64_t nonce,
-                                          uint64_t connId, uint32_t epoch, int64_t deadlineMs) {
+std::unique_ptr<Connecting> newConnecting(const SockAddr& to, const SockAddr& from, const Config& cfg,
+                                          uint64_t nonce, uint64_t connId, uint32_t epoch,
+                                          int64_t deadlineMs) {
   auto c = std::make_unique<Connecting>();
   c->to = to;
+  if (from.family() == to.family() && !from.isLoopback() && !from.isLinkLocalV6()) c->from = from;
   c->cfg = cfg;
   c->deadlineMs = deadlineMs;
   int n = cfg.nStreams() + 1;
@@ -108,10 +117,17 @@ std::unique_ptr<Connecting> newConnecting(const SockAddr& to, const Config& cfg,
 
 namespace {
 
-Result<Connecting*> beginConnect(const void* handle) {
+// From device `dev`: its address is bound as the source (see Connecting::from).
+Result<Connecting*> beginConnect(int dev, const void* handle) {
   FERRY_ASSIGN(HandleView v, decodeHandle(handle, sizeof(Handle)));
   int64_t deadline = nowMs() + config::getInt(config::Param::kInitTimeoutMs);
-  return newConnecting(v.to, v.cfg, v.nonce, random64(), 0, deadline).release();
+  SockAddr from;
+  Result<SockAddr> a = deviceAddr(dev);
+  if (a.isOk()) {
+    from = a.value();
+    from.setPort(0);
+  }
+  return newConnecting(v.to, from, v.cfg, v.nonce, random64(), 0, deadline).release();
 }
 
 }  // namespace
@@ -164,7 +180,7 @@ void ConnectingSet::remove(Connecting* c) {
   live_.erase(c);
 }
 
-Status connectStep(void* handle, Comm** out, ConnectingSet* live) {
+Status connectStep(int dev, void* handle, Comm** out, ConnectingSet* live) {
   *out = nullptr;
   Handle h;
   std::memcpy(&h, handle, sizeof(h));
@@ -173,7 +189,7 @@ Status connectStep(void* handle, Comm** out, ConnectingSet* live) {
   // (and freed it): start over.
   if (c && live && !live->contains(c)) c = nullptr;
   if (!c) {
-    FERRY_ASSIGN(c, beginConnect(handle));
+    FERRY_ASSIGN(c, beginConnect(dev, handle));
     h.pending = c;
     std::memcpy(handle, &h, sizeof(h));
     if (live) live->add(c);
@@ -196,6 +212,7 @@ Status connectStep(void* handle, Comm** out, ConnectingSet* live) {
   Config cfg = c->cfg;
   Origin origin;
   origin.to = c->to;
+  origin.from = c->from;
   origin.nonce = c->conns[0].hello.nonce;
   origin.connId = c->conns[0].hello.connId;
   finish();

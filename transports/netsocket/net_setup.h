@@ -32,14 +32,20 @@ struct Connecting {
     Hello hello{};
   };
   SockAddr to;
+  // The sending device's address (port 0): bound before connect() so the
+  // packets leave from that NIC's address; on a rail-optimised fabric the
+  // source address decides the rail (docs/cluster.md, "The spine"). Invalid:
+  // no bind, the kernel picks.
+  SockAddr from;
   Config cfg;
   int64_t deadlineMs = 0;
   int lastErr = 0;  // the last retryable connect error (the socket is retried)
   std::vector<Conn> conns;
 };
 
-std::unique_ptr<Connecting> newConnecting(const SockAddr& to, const Config& cfg, uint64_t nonce,
-                                          uint64_t connId, uint32_t epoch, int64_t deadlineMs);
+std::unique_ptr<Connecting> newConnecting(const SockAddr& to, const SockAddr& from, const Config& cfg,
+                                          uint64_t nonce, uint64_t connId, uint32_t epoch,
+                                          int64_t deadlineMs);
 // One pass over every socket; *done when all hellos are written.
 Status stepConnecting(Connecting& c, bool* done);
 
@@ -67,7 +73,7 @@ class ConnectingSet {
 Result<std::unique_ptr<ListenComm>> listenOn(int dev, void* handle);
 // Ok with *out == nullptr: not connected yet, call again with the same handle.
 // live (the network context's, may be null) owns the progress meanwhile.
-Status connectStep(void* handle, Comm** out, ConnectingSet* live = nullptr);
+Status connectStep(int dev, void* handle, Comm** out, ConnectingSet* live = nullptr);
 Status acceptStep(ListenComm* l, Comm** out);
 
 }  // namespace ferry::netsocket

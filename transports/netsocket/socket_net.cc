@@ -125,7 +125,7 @@ ncclResult_t netConnect(void* ctx, int dev, void* handle, void** sendComm,
   if (sendDevComm) *sendDevComm = nullptr;
   Comm* c = nullptr;
   ConnectingSet* live = ctx ? &static_cast<Context*>(ctx)->connecting : nullptr;
-  ncclResult_t rc = toResult(connectStep(handle, &c, live));
+  ncclResult_t rc = toResult(connectStep(dev, handle, &c, live));
   *sendComm = c;
   return rc;
 }

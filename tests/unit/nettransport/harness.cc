@@ -126,7 +126,7 @@ std::vector<char> ThreadComm::block(int r) {
 
 std::vector<char> ThreadComm::handle(int r) {
   std::vector<char> b = block(r);
-  // int32_t ndev, padded so the handles that follow are aligned like
+  // int32_t ndev and home, padded so the handles that follow are aligned like
   // max_align_t (networks cast them to their own structs).
   const size_t off = alignof(std::max_align_t);
   const size_t expect = off + net::NetTransport::kMaxRails * NCCL_NET_HANDLE_MAXSIZE;

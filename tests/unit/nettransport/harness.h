@@ -74,7 +74,7 @@ struct ThreadComm {
   // setup() on every rank, then prepare() on every rank in parallel.
   Status setupAndPrepare();
   // What rank r published in prepare's allgather, and its listen handle on
-  // rail 0 (the block is {int32 ndev; char handle[kMaxRails][128]}).
+  // rail 0 (the block is {int32 ndev, home; char handle[kMaxRails][128]}).
   std::vector<char> block(int r);
   std::vector<char> handle(int r);
 
