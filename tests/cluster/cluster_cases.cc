@@ -4,9 +4,12 @@
 // end of every receive region).
 #include "tests/cluster/cluster_cases.h"
 
+#include <ferry/ferry.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -150,6 +153,93 @@ bool caseSendRecvRing(const Ctx& cx, size_t c) {
   return report(check<float>(recv, 0, c, [&](size_t i) { return mv(prev, i); }, c, what), what);
 }
 
+// AlltoAllv: rank s sends vcount(s, d) elements to d, 0 to 2m (some pairs
+// send nothing), packed in destination order; mv(s*n+d, i) as AlltoAll.
+size_t vcount(int s, int d, size_t m) { return m * size_t((s * 3 + d * 5) % 5) / 2; }
+
+bool caseAlltoAllv(const Ctx& cx, size_t m) {
+  std::string what = desc(cx, "AlltoAllv", m);
+  const int n = cx.nranks;
+  std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+  size_t st = 0, rt = 0;
+  for (int p = 0; p < n; ++p) {
+    sc[p] = vcount(cx.rank, p, m), sd[p] = st, st += sc[p];
+    rc[p] = vcount(p, cx.rank, m), rd[p] = rt, rt += rc[p];
+  }
+  auto send = makeBuf<float>(st), recv = makeBuf<float>(rt);
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < sc[p]; ++i) send[sd[p] + i] = mv(cx.rank * n + p, i);
+  if (!callOk(ferryAlltoAllv(send.data(), sc.data(), sd.data(), recv.data(), rc.data(), rd.data(),
+                             ncclFloat32, cx.comm, nullptr), what))
+    return false;
+  bool ok = true;
+  for (int p = 0; p < n && ok; ++p)
+    ok = check<float>(recv, rd[p], rc[p], [&](size_t i) { return mv(p * n + cx.rank, i); }, rt, what);
+  return report(ok, what);
+}
+
+// A random Send/Recv pattern, the same on every rank (seeded by the size):
+// each rank sends to 3 peers (itself possible) 1..c elements each, all in one
+// group; a receiver posts one Recv per sender.
+std::vector<std::vector<size_t>> randomPattern(int n, size_t c) {
+  uint64_t x = 0x9e3779b97f4a7c15ull ^ c;
+  auto next = [&] {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x;
+  };
+  std::vector<std::vector<size_t>> cnt(n, std::vector<size_t>(n, 0));
+  for (int s = 0; s < n; ++s)
+    for (int k = 0; k < 3; ++k) cnt[s][next() % n] = 1 + next() % c;
+  return cnt;
+}
+
+bool caseSendRecvRandom(const Ctx& cx, size_t c) {
+  std::string what = desc(cx, "Send/Recv random pattern (grouped)", c);
+  const int n = cx.nranks;
+  auto cnt = randomPattern(n, c);
+  std::vector<std::vector<float>> send(n), recv(n);
+  ncclResult_t r = ncclGroupStart();
+  for (int p = 0; p < n && r == ncclSuccess; ++p) {
+    if (cnt[cx.rank][p]) {
+      send[p] = makeBuf<float>(cnt[cx.rank][p]);
+      for (size_t i = 0; i < cnt[cx.rank][p]; ++i) send[p][i] = mv(cx.rank * n + p, i);
+      r = ncclSend(send[p].data(), cnt[cx.rank][p], ncclFloat32, p, cx.comm, nullptr);
+    }
+    if (r == ncclSuccess && cnt[p][cx.rank]) {
+      recv[p] = makeBuf<float>(cnt[p][cx.rank]);
+      r = ncclRecv(recv[p].data(), cnt[p][cx.rank], ncclFloat32, p, cx.comm, nullptr);
+    }
+  }
+  ncclResult_t e = ncclGroupEnd();
+  if (!callOk(r != ncclSuccess ? r : e, what)) return false;
+  bool ok = true;
+  for (int p = 0; p < n && ok; ++p) {
+    size_t k = cnt[p][cx.rank];
+    if (k) ok = check<float>(recv[p], 0, k, [&](size_t i) { return mv(p * n + cx.rank, i); }, k, what);
+  }
+  return report(ok, what);
+}
+
+// FERRY_CLUSTER_CASES=a,b,...: run only the cases of these collectives
+// (exact names: AllReduce, Broadcast, Reduce, AllGather, ReduceScatter,
+// AlltoAll, Gather, Scatter, SendRecvRing, AlltoAllv, SendRecvRandom); unset:
+// all of them.
+bool wanted(const char* name) {
+  const char* list = getenv("FERRY_CLUSTER_CASES");
+  if (!list || !*list) return true;
+  std::string l = std::string(",") + list + ",";
+  return l.find(std::string(",") + name + ",") != std::string::npos;
+}
+
+// Bytes host h's ranks receive from other hosts under a count table.
+long long intoHost(const Ctx& cx, const std::function<size_t(int, int)>& count) {
+  long long b = 0;
+  for (int s = 0; s < cx.nranks; ++s)
+    for (int d = 0; d < cx.nranks; ++d)
+      if (d / cx.perHost == cx.host && s / cx.perHost != cx.host) b += (long long)count(s, d) * 4;
+  return b;
+}
+
 }  // namespace
 
 bool caseAllReduce(const Ctx& cx, size_t c, Red op, bool inPlace, bool quiet) {
@@ -185,18 +275,26 @@ std::vector<CaseResult> runSize(const Ctx& cx, size_t c) {
   // on other hosts must arrive once per host.
   auto lb = [&](long long v) { return H > 1 ? v : 0LL; };
   std::vector<CaseResult> out;
-  out.push_back({caseAllReduce(cx, c, Red::kSum, false), lb(C)});
-  out.push_back({caseAllReduce(cx, c, Red::kSum, true), lb(C)});
-  out.push_back({caseAllReduce(cx, c, Red::kMax, false), lb(C)});
-  out.push_back({caseAllReduce(cx, c, Red::kAvg, false), lb(C)});
-  out.push_back({caseBroadcast(cx, c, rootLast), lb(h != hostOf(rootLast) ? C : 0)});
-  out.push_back({caseReduce(cx, c, rootH1), lb(h == hostOf(rootH1) ? C : 0)});
-  out.push_back({caseAllGather(cx, m), lb((H - 1) * P * M)});
-  out.push_back({caseReduceScatter(cx, m), lb(P * M)});
-  out.push_back({caseAlltoAll(cx, m), lb(P * (H - 1) * P * M)});
-  out.push_back({caseGather(cx, m, rootLast), lb(h == hostOf(rootLast) ? (H - 1) * P * M : 0)});
-  out.push_back({caseScatter(cx, m, rootFirst), lb(h != hostOf(rootFirst) ? P * M : 0)});
-  out.push_back({caseSendRecvRing(cx, c), lb(C)});
+  auto add = [&](const char* name, const std::function<bool()>& run, long long minRx) {
+    if (wanted(name)) out.push_back({run(), minRx});
+  };
+  add("AllReduce", [&] { return caseAllReduce(cx, c, Red::kSum, false); }, lb(C));
+  add("AllReduce", [&] { return caseAllReduce(cx, c, Red::kSum, true); }, lb(C));
+  add("AllReduce", [&] { return caseAllReduce(cx, c, Red::kMax, false); }, lb(C));
+  add("AllReduce", [&] { return caseAllReduce(cx, c, Red::kAvg, false); }, lb(C));
+  add("Broadcast", [&] { return caseBroadcast(cx, c, rootLast); }, lb(h != hostOf(rootLast) ? C : 0));
+  add("Reduce", [&] { return caseReduce(cx, c, rootH1); }, lb(h == hostOf(rootH1) ? C : 0));
+  add("AllGather", [&] { return caseAllGather(cx, m); }, lb((H - 1) * P * M));
+  add("ReduceScatter", [&] { return caseReduceScatter(cx, m); }, lb(P * M));
+  add("AlltoAll", [&] { return caseAlltoAll(cx, m); }, lb(P * (H - 1) * P * M));
+  add("Gather", [&] { return caseGather(cx, m, rootLast); }, lb(h == hostOf(rootLast) ? (H - 1) * P * M : 0));
+  add("Scatter", [&] { return caseScatter(cx, m, rootFirst); }, lb(h != hostOf(rootFirst) ? P * M : 0));
+  add("SendRecvRing", [&] { return caseSendRecvRing(cx, c); }, lb(C));
+  add("AlltoAllv", [&] { return caseAlltoAllv(cx, m); },
+      intoHost(cx, [&](int s, int d) { return vcount(s, d, m); }));
+  auto pattern = randomPattern(n, c);
+  add("SendRecvRandom", [&] { return caseSendRecvRandom(cx, c); },
+      intoHost(cx, [&](int s, int d) { return pattern[s][d]; }));
   return out;
 }
 

@@ -17,8 +17,12 @@ ferry-cluster itself requires every survivor to exit non-zero within --kill-dead
 each survivor must also have printed a `FAIL` line from the library error (not the
 watchdog's).
 --spine: the run gets ferry-cluster's spine (a router between the rails); the spine's ports
-may carry at most --spine-max-bytes each way (ARP and the like): Ferry's connections go from
-rail i to the peer's listener on rail i, so no collective byte may take the slow path.
+may carry at most --spine-max-bytes each way (ARP and the like): with PXN (the default) every
+connection leaves its host on the receiver's rail, so no collective byte may take the slow
+path. --spine-min-bytes B instead requires the spine to carry at least B bytes in all (the
+runs with NCCL_PXN_DISABLE=1, where a cross-rail pair goes from the sender's own rail to the
+receiver's). --rail-balance F: on every host, each rail's tx and rx bytes within a fraction F
+of that host's busiest rail (rail-aligned collectives spread evenly).
 Exit 77 (skip) is passed through from ferry-cluster.
 """
 import argparse
@@ -88,11 +92,30 @@ def check_traffic(args, out, doc):
         fail("all hosts sent %d bytes < the %d they must have received" % (total_tx, sum(bounds.values())))
     if args.spine:
         check_spine(args, doc)
+    if args.rail_balance is not None:
+        check_rail_balance(args, doc)
+
+
+def check_rail_balance(args, doc):
+    for h in doc["hosts"]:
+        for key in ("tx_bytes", "rx_bytes"):
+            v = [r[key] for r in h["rails"]]
+            spread = 1 - min(v) / max(v) if max(v) else 1
+            print("host %d %s per rail %s: lowest %.1f%% below the highest" % (h["host"], key, v, 100 * spread))
+            if spread > args.rail_balance:
+                fail("host %d: rail %s %s differ by %.1f%% (> %.0f%%)"
+                     % (h["host"], key, v, 100 * spread, 100 * args.rail_balance))
 
 
 def check_spine(args, doc):
     ports = doc["spine"]["rails"]
     print("spine (rail, tx, rx): %s" % [(p["rail"], p["tx_bytes"], p["rx_bytes"]) for p in ports])
+    if args.spine_min_bytes is not None:
+        total = sum(p["tx_bytes"] for p in ports)
+        if total < args.spine_min_bytes:
+            fail("the spine forwarded %d bytes < %d: cross-rail pairs did not take the slow path"
+                 % (total, args.spine_min_bytes))
+        return
     for p in ports:
         if p["tx_bytes"] > args.spine_max_bytes or p["rx_bytes"] > args.spine_max_bytes:
             fail("the spine's rail-%d port moved tx %d / rx %d bytes (> %d): traffic left its rail"
@@ -132,6 +155,8 @@ def main():
     ap.add_argument("--kill-mode", choices=["signal", "crash"], default="signal")
     ap.add_argument("--spine", action="store_true")
     ap.add_argument("--spine-max-bytes", type=int, default=65536)
+    ap.add_argument("--spine-min-bytes", type=int, default=None)
+    ap.add_argument("--rail-balance", type=float, default=None)
     args = ap.parse_args()
     env = dict(os.environ)
     # The ranks' own watchdog fires before the launcher's timeout: a hang names itself.
