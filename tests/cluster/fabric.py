@@ -4,12 +4,13 @@ Network namespaces for the hosts, one veth per (host, rail) into one bridge per 
 optionally a spine (a router namespace with a port on every rail, and source-based
 policy routing in the hosts so that cross-rail traffic goes through it), tbf shaping of
 the rails and of the spine, the state file that lets --cleanup-stale remove a killed
-run's leftovers, and the per-interface byte counters. ferry-cluster (the launcher) imports it; it runs
-nothing but ip/tc/sysctl.
+run's leftovers (and its directory of topology files), and the per-interface byte counters.
+ferry-cluster (the launcher) imports it; it runs nothing but ip/tc/sysctl.
 """
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -116,6 +117,11 @@ def state_path(pid):
     return os.path.join(STATE_DIR, "%d.json" % pid)
 
 
+def topo_dir(pid):
+    """The run's directory of per-host topology files (ferry-cluster writes them)."""
+    return os.path.join(STATE_DIR, "%d.topo" % pid)
+
+
 def write_state(n):
     os.makedirs(STATE_DIR, exist_ok=True)
     st = {"pid": n.pid, "netns": n.all_netns(), "links": n.all_links()}
@@ -151,6 +157,11 @@ def cleanup_stale():
     removed = 0
     if os.path.isdir(STATE_DIR):
         for fn in os.listdir(STATE_DIR):
+            m = re.match(r"^(\d+)\.topo$", fn)
+            if m and not pid_is_ours(int(m.group(1))):
+                shutil.rmtree(os.path.join(STATE_DIR, fn), ignore_errors=True)
+                removed += 1
+                continue
             m = re.match(r"^(\d+)\.json$", fn)
             if not m or pid_is_ours(int(m.group(1))):
                 continue
@@ -307,6 +318,7 @@ def build(n, shape_rate, mtu, spine_rate=None):
 
 def teardown(n):
     remove_resources(n.all_netns(), n.all_links())
+    shutil.rmtree(topo_dir(n.pid), ignore_errors=True)
     try:
         os.unlink(state_path(n.pid))
     except OSError:

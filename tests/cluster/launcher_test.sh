@@ -2,7 +2,8 @@
 # Self-test of ferry-cluster (ctest cluster_launcher): environment and addresses of every
 # rank, the hosts' network variables set by the launcher whatever the caller exported,
 # output prefixes, exit status propagation, --timeout, teardown after SIGTERM,
-# SIGKILL + --cleanup-stale (also of a --spine run), --shape qdiscs, --counters JSON.
+# SIGKILL + --cleanup-stale (also of a --spine run; the topology files' directory too),
+# --shape qdiscs, --counters JSON. The files' content: topo_file_test.py.
 # Exit 77 (skip) when not root or `ip netns` does not work (ferry-cluster's own check).
 # No fixed sleeps before a signal: the steps wait (up to 30 s) for the ranks' own output,
 # so a loaded machine only makes the test slower.
@@ -34,6 +35,7 @@ leftovers() {  # $1 = log file
   [ -n "$pid" ] || { echo "no-pid-in-log"; return; }
   ip netns list | grep -E "^[A-Za-z_]+$pid-(h[0-9]+|spine)" ; ip -o link | grep -E ": fc$pid[bhs]"
   [ -e /run/ferry-cluster/$pid.json ] && echo "state file $pid.json"
+  [ -e /run/ferry-cluster/$pid.topo ] && echo "topology files $pid.topo"
 }
 
 # 1. Environment and addresses: 2 hosts x 2 rails x 2 ranks. The caller's interface
@@ -90,6 +92,7 @@ wait_for "$TMP/kill" "tbf" 4 || fail "SIGKILL case: no qdisc lines within 30 s: 
 kill -KILL $lp; wait $lp 2>/dev/null
 grep -q "tbf .*rate 100Mbit" "$TMP/kill" || fail "--shape: no tbf 100Mbit qdisc on the rails: $(cat "$TMP/kill")"
 [ -n "$(leftovers "$TMP/kill")" ] || fail "SIGKILL: expected leftovers before --cleanup-stale"
+leftovers "$TMP/kill" | grep -q "topology files" || fail "SIGKILL: no topology files before --cleanup-stale"
 "$FC" --cleanup-stale > /dev/null 2>&1 || fail "--cleanup-stale exited $?"
 [ -z "$(leftovers "$TMP/kill")" ] || fail "leftovers after --cleanup-stale: $(leftovers "$TMP/kill")"
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """cluster_topo_comm: `ferry-topo --comm --json` as one rank per process under ferry-cluster
 (RANK/WORLD_SIZE/NCCL_COMM_ID from the launcher). Rank 0's JSON must show every host with
-its ranks, each rank's local rank and rail (local rank i sends on rail i), one ring per rail,
-and ring c leaving every host from local rank c. Exit 77 (skip) when the launcher skips."""
+its ranks, each rank's local rank, rail (local rank i sends on rail i) and NIC (r<i>, from the
+launcher's topology file), one ring per rail, and ring c leaving every host from local rank c.
+Exit 77 (skip) when the launcher skips."""
 import argparse
 import json
 import subprocess
@@ -41,6 +42,9 @@ def main():
     for r, x in enumerate(v["ranks"]):
         if (x["host"], x["localRank"], x["rail"]) != (r // per, r % per, (r % per) % a.rails):
             fail("rank %d: %s" % (r, x))
+        # The launcher's topology file: GPU i pairs with NIC r<i>, local rank i uses rail i % R.
+        if x["nic"] != "r%d" % ((r % per) % a.rails):
+            fail("rank %d: NIC %s, want r%d" % (r, x["nic"], (r % per) % a.rails))
     cap = per if per % 2 == 0 else per - 1
     if v["nRails"] != a.rails or len(v["rings"]) != min(a.rails, cap):
         fail("%d rails, %d rings" % (v["nRails"], len(v["rings"])))
