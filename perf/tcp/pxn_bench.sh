@@ -46,6 +46,9 @@ done
 A2A=$BUILD/bin/alltoall_perf
 [ -x "$A2A" ] || { echo "pxn_bench.sh: $A2A not built" >&2; exit 2; }
 export LD_LIBRARY_PATH=$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# Without PXN a 64 MiB AlltoAll takes tens of seconds through the spine: a rank that is done
+# waits that long in the next collective for the others, past the default no-progress limit.
+export FERRY_TIMEOUT_MS=${FERRY_TIMEOUT_MS:-600000}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 

@@ -112,17 +112,6 @@ bool caseReduceScatter(const Ctx& cx, size_t m) {
   return report(check<float>(recv, 0, m, [&](size_t i) { return sumOut(cx.nranks, base + i); }, m, what), what);
 }
 
-bool caseAlltoAll(const Ctx& cx, size_t m) {
-  std::string what = desc(cx, "AlltoAll", m);
-  int n = cx.nranks;
-  auto send = makeBuf<float>(m * n), recv = makeBuf<float>(m * n);
-  for (int p = 0; p < n; ++p)
-    for (size_t i = 0; i < m; ++i) send[p * m + i] = mv(cx.rank * n + p, i);
-  if (!callOk(ncclAlltoAll(send.data(), recv.data(), m, ncclFloat32, cx.comm, nullptr), what)) return false;
-  return report(check<float>(recv, 0, m * n, [&](size_t k) { return mv(int(k / m) * n + cx.rank, k % m); },
-                             m * n, what), what);
-}
-
 bool caseGather(const Ctx& cx, size_t m, int root) {
   std::string what = desc(cx, "Gather", m, root);
   auto send = makeBuf<float>(m), recv = makeBuf<float>(m * cx.nranks);
@@ -241,6 +230,17 @@ long long intoHost(const Ctx& cx, const std::function<size_t(int, int)>& count) 
 }
 
 }  // namespace
+
+bool caseAlltoAll(const Ctx& cx, size_t m, bool quiet) {
+  std::string what = desc(cx, "AlltoAll", m);
+  int n = cx.nranks;
+  auto send = makeBuf<float>(m * n), recv = makeBuf<float>(m * n);
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < m; ++i) send[p * m + i] = mv(cx.rank * n + p, i);
+  if (!callOk(ncclAlltoAll(send.data(), recv.data(), m, ncclFloat32, cx.comm, nullptr), what)) return false;
+  return report(check<float>(recv, 0, m * n, [&](size_t k) { return mv(int(k / m) * n + cx.rank, k % m); },
+                             m * n, what), what, quiet);
+}
 
 bool caseAllReduce(const Ctx& cx, size_t c, Red op, bool inPlace, bool quiet) {
   const char* name = op == Red::kSum ? "AllReduce sum float" : op == Red::kMax ? "AllReduce max float"

@@ -27,6 +27,9 @@ enum class Red { kSum, kMax, kAvg };
 // AllReduce: float sum/max, int32 avg. quiet: no OK line (the fault loop).
 bool caseAllReduce(const Ctx& cx, size_t count, Red op, bool inPlace, bool quiet = false);
 
+// AlltoAll of m floats per peer.
+bool caseAlltoAll(const Ctx& cx, size_t m, bool quiet = false);
+
 // Every collective for one size: `count` elements in the largest buffer of
 // each case (per-rank counts for AllGather/ReduceScatter/AlltoAll/Gather/
 // Scatter are count/nranks, at least 1).

@@ -12,8 +12,9 @@
 // the cases it ran (see minRx*); the ctest driver compares B with the veth
 // counters.
 //
-// FERRY_CLUSTER_LOOP_MS=T switches to fault mode: AllReduce of 4 MiB in a
-// loop, checked, for T ms (a host gets killed meanwhile; survivors must fail).
+// FERRY_CLUSTER_LOOP_MS=T switches to fault mode: AllReduce of 4 MiB (and,
+// with FERRY_CLUSTER_LOOP_ALLTOALL=1, an AlltoAll of 4 MiB) in a loop,
+// checked, for T ms (a host gets killed meanwhile; survivors must fail).
 // Each rank prints `LOOP running` after its first iteration: the launcher
 // counts the kill delay from there (--kill-trigger), not from launch, so a
 // slow start on a loaded machine cannot put the kill inside communicator
@@ -57,9 +58,11 @@ int runLoop(const Ctx& cx, int loopMs) {
         .count();
   };
   const size_t count = size_t(1) << 20;  // 4 MiB of floats
+  const bool withAlltoAll = envInt("FERRY_CLUSTER_LOOP_ALLTOALL", 0) != 0;
   int iters = 0;
   for (;;) {
     bool ok = caseAllReduce(cx, count, Red::kSum, false, /*quiet=*/true);
+    if (ok && withAlltoAll) ok = caseAlltoAll(cx, count / size_t(cx.nranks), /*quiet=*/true);
     int32_t stop = elapsedMs() >= loopMs ? 1 : 0;
     ncclResult_t r = ok ? ncclAllReduce(&stop, &stop, 1, ncclInt32, ncclMax, cx.comm, nullptr) : ncclSuccess;
     if (!ok || r != ncclSuccess) {
@@ -70,7 +73,7 @@ int runLoop(const Ctx& cx, int loopMs) {
     if (++iters == 1) printf("LOOP running: first AllReduce done\n");  // ferry-cluster --kill-trigger
     if (stop) break;
   }
-  printf("OK loop: %d AllReduce iterations\n", iters);
+  printf("OK loop: %d %s iterations\n", iters, withAlltoAll ? "AllReduce+AlltoAll" : "AllReduce");
   return 0;
 }
 

@@ -41,16 +41,17 @@ def sh(cmd):
 class Launch:
     """ferry-cluster in the background; its output is collected line by line."""
 
-    def __init__(self, args, logdir):
+    def __init__(self, args, logdir, hosts=2, rails=1, per_host=1, extra_env=None):
         env = dict(os.environ)
         env.update({"FERRY_CLUSTER_LOOP_MS": str(args.loop_ms), "FERRY_NET_RETRY_MS": str(args.retry_ms),
                     "NCCL_NET": "Socket", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
                     "NCCL_DEBUG_FILE": os.path.join(logdir, "rank.%p.log"),
                     "FERRY_CLUSTER_WATCHDOG_S": str(args.timeout - 5)})
-        if args.nthreads is not None:
+        if getattr(args, "nthreads", None) is not None:
             env["NCCL_SOCKET_NTHREADS"] = str(args.nthreads)
-        cmd = [args.launcher, "--hosts", "2", "--ranks-per-host", "1", "--timeout", str(args.timeout),
-               "--", args.bin]
+        env.update(extra_env or {})
+        cmd = [args.launcher, "--hosts", str(hosts), "--rails", str(rails), "--ranks-per-host",
+               str(per_host), "--timeout", str(args.timeout), "--", args.bin]
         print("+ " + " ".join(cmd), flush=True)
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.lines = []

@@ -85,7 +85,10 @@ Result<std::unique_ptr<Comm>> Comm::create(bool send, std::vector<Socket> socks,
   }
   // Threads start last: ~Comm joins whatever was started if this fails half way.
   FERRY_TRY(c->startWorkers());
-  if (c->retry_) c->enrollRetry();
+  if (c->retry_) {
+    c->armStallTimeout();
+    c->enrollRetry();
+  }
   FERRY_INFO(log::kNet, "NET/Socket: %s comm with %s: %d threads x %d sockets, inline < %u bytes%s",
              send ? "send" : "recv", c->peer().toString().c_str(), cfg.nThreads, cfg.nSocks,
              cfg.inlineBytes, cfg.retryMs ? (", retry window " + std::to_string(cfg.retryMs) + " ms").c_str() : "");

@@ -43,6 +43,8 @@ Config readConfig();
 
 // The listen handle as it lives in the caller's 128-byte buffer. `pending`
 // is connect()'s progress (NCCL's socket net keeps it in the handle too).
+constexpr int kMaxAltAddrs = 7;
+
 struct Handle {
   uint32_t magic;
   uint16_t nThreads;
@@ -51,6 +53,13 @@ struct Handle {
   uint32_t inlineBytes;
   uint32_t retryMs;
   uint8_t addr[SockAddr::kPackedBytes];
+  // Retry on: the listener also listens on the host's other devices (IPv4
+  // only), so a sender whose rail failed reconnects over another one
+  // (net_retry.h, "Rail failover").
+  uint8_t nAlt;
+  uint8_t altPad[3];
+  uint32_t altIp[kMaxAltAddrs];    // network byte order
+  uint16_t altPort[kMaxAltAddrs];  // host byte order
   void* pending;
 };
 static_assert(sizeof(Handle) <= NCCL_NET_HANDLE_MAXSIZE);
@@ -143,6 +152,7 @@ struct Origin {
   uint64_t connId = 0;
   SockAddr to;                // send: the listener's address
   SockAddr from;              // send: the address bound before connect (net_setup.h)
+  std::vector<SockAddr> alts; // send: the listener's other addresses (failover)
   uint64_t nonce = 0;         // send: the listener's nonce
   std::shared_ptr<Hub> hub;   // recv: the listener it was accepted from
 };
@@ -205,7 +215,7 @@ class Comm {
   bool sendDone(Request* r);
   Status writeAcks();
   bool transient(const Status& st) const;
-  void beginBreak(const Status& cause);
+  void beginBreak(const Status& cause, bool planned = false);
   void detachSockets();
   Status attachSockets(std::vector<Socket> socks);
   void restartFrom(uint64_t seq);
@@ -217,6 +227,13 @@ class Comm {
   Status adoptResume(std::vector<Socket> socks, uint32_t epoch);
   Status giveUp();
   void sayBye();
+  // Rail failover (net_failover.cc).
+  SockAddr routeAddr(int route) const;
+  SockAddr routeFrom(int route) const;
+  void abandonAttempt();
+  void noteRoute();
+  bool primaryBack();
+  void armStallTimeout();
 
   bool send_;
   Config cfg_;

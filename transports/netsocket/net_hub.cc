@@ -30,16 +30,32 @@ Status Hub::poll() {
   return Status::ok();
 }
 
-// Take every connection the kernel has queued (bounded per call).
+std::vector<SockAddr> Hub::altAddrs() const {
+  std::vector<SockAddr> v;
+  for (const Socket& s : alts_) v.push_back(s.peer());
+  return v;
+}
+
+// Take every connection the kernel has queued (bounded per call), on every
+// listening socket. A failing alternate (its device went away) is not fatal.
 Status Hub::acceptQueued() {
+  FERRY_TRY(acceptFrom(listener_));
+  for (const Socket& l : alts_) {
+    Status st = acceptFrom(l);
+    if (!st.isOk()) FERRY_INFO(log::kNet, "%s", st.message().c_str());
+  }
+  return Status::ok();
+}
+
+Status Hub::acceptFrom(const Socket& listener) {
   for (int i = 0; i < 2 * kMaxStreams; ++i) {
     sockaddr_storage ss{};
     socklen_t len = sizeof(ss);
-    int fd = ::accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&ss), &len,
+    int fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&ss), &len,
                        SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) break;
-      return systemError("NET/Socket: accept on " + listener_.peer().toString() + " failed: " +
+      return systemError("NET/Socket: accept on " + listener.peer().toString() + " failed: " +
                          std::strerror(errno));
     }
     Pending p;

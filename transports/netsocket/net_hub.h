@@ -39,6 +39,10 @@ class Hub {
 
   const Config& config() const { return cfg_; }
   const SockAddr& addr() const { return listener_.peer(); }
+  // More listening sockets (retry on: the host's other devices, for rail
+  // failover); call before start(). Their bound addresses, in order:
+  void addListener(Socket s) { alts_.push_back(std::move(s)); }
+  std::vector<SockAddr> altAddrs() const;
 
   // The helper thread (retry on only).
   Status start();
@@ -71,6 +75,7 @@ class Hub {
   int waitMs();
   void deliverResumes();
   Status acceptQueued();
+  Status acceptFrom(const Socket& listener);
   Result<bool> readHello(Pending& p);
   Status admit(Pending& p);
   Status place(Group& g, Pending& p);
@@ -78,6 +83,7 @@ class Hub {
 
   std::mutex mu_;
   Socket listener_;
+  std::vector<Socket> alts_;  // addListener()
   uint64_t nonce_;
   Config cfg_;
   bool listenOpen_ = true;

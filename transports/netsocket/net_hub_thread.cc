@@ -55,6 +55,7 @@ int Hub::waitMs() {
 void Hub::run() {
   while (!stop_.load()) {
     std::vector<pollfd> fds{{wakeFd_, POLLIN, 0}, {listener_.fd(), POLLIN, 0}};
+    for (const Socket& l : alts_) fds.push_back({l.fd(), POLLIN, 0});
     {
       // A socket closed meanwhile by another caller of poll() only wakes us.
       std::lock_guard<std::mutex> lock(mu_);

@@ -34,11 +34,11 @@ Status Comm::redial() {
   if (now < k.nextTryMs) return Status::ok();
   if (k.dial && !k.dialed && now - k.dialStartMs > kAttemptMs) {
     k.lastError = "no connection within " + std::to_string(kAttemptMs) + " ms";
-    k.dial.reset();
+    abandonAttempt();
   }
   if (!k.dial) {
-    k.dial = newConnecting(k.origin.to, k.origin.from, cfg_, k.origin.nonce, k.origin.connId, ++k.epoch,
-                           k.brokeAtMs + k.windowMs);
+    k.dial = newConnecting(routeAddr(k.route), routeFrom(k.route), cfg_, k.origin.nonce, k.origin.connId,
+                           ++k.epoch, k.brokeAtMs + k.windowMs);
     k.dialStartMs = now;
     k.dialed = false;
     k.replyGot = 0;
@@ -56,13 +56,14 @@ Status Comm::redial() {
     }
     if (err != 0) {
       k.lastError = std::strerror(err);
-      k.dial->lastErr = 0;
+      abandonAttempt();
       backOff();
+      return Status::ok();
     }
     if (!st.isOk()) {
       if (st.code() != Code::kRemote) return st;
       k.lastError = st.message();
-      k.dial.reset();
+      abandonAttempt();
       backOff();
       return Status::ok();
     }
@@ -81,7 +82,7 @@ Status Comm::finishRedial() {
                                 sizeof(k.reply) - k.replyGot, &eof);
     if (!n.isOk() || eof) {
       k.lastError = n.isOk() ? "the listener closed the new connection" : n.status().message();
-      k.dial.reset();
+      abandonAttempt();
       backOff();
       return Status::ok();
     }
@@ -100,6 +101,7 @@ Status Comm::finishRedial() {
   restartFrom(from.value());
   FERRY_TRY(attachSockets(std::move(socks)));
   k.broken = false;
+  noteRoute();
   FERRY_INFO(log::kNet, "NET/Socket: send connection to %s resumed after %lld ms (%d attempts); "
              "sending %llu messages again", peer().toString().c_str(),
              static_cast<long long>(nowMs() - k.brokeAtMs), k.attempts,

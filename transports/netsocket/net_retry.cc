@@ -98,6 +98,12 @@ Status Comm::healthyStep() {
     return k.workerCause;
   };
   FERRY_TRY(workerBreak());
+  if (send_ && k.route != 0 && primaryBack()) {
+    beginBreak(Status(Code::kRemote, "rail " + deviceNameOf(k.origin.from) + " is back (a probe from " +
+                                         k.origin.from.host() + " got through)"),
+               /*planned=*/true);
+    return Status::ok();
+  }
   Status st = pump();
   if (st.isOk()) st = workerBreak();
   if (send_) {
@@ -115,7 +121,7 @@ Status Comm::healthyStep() {
   return pollResume();
 }
 
-void Comm::beginBreak(const Status& cause) {
+void Comm::beginBreak(const Status& cause, bool planned) {
   RetryLink& k = *retry_;
   detachSockets();
   k.broken = true;
@@ -125,6 +131,11 @@ void Comm::beginBreak(const Status& cause) {
   k.lastError.clear();
   k.backoffMs = 0;
   k.nextTryMs = 0;
+  if (planned) {
+    FERRY_WARN("NET/Socket: send connection to %s: %s; reconnecting there",
+               routeAddr(0).toString().c_str(), cause.message().c_str());
+    return;
+  }
   FERRY_WARN("NET/Socket: %s connection %s %s broke (%s); %s within %lld ms (FERRY_NET_RETRY_MS)",
              send_ ? "send" : "recv", send_ ? "to" : "from", peer().toString().c_str(),
              cause.message().c_str(), send_ ? "reconnecting" : "waiting for the sender to reconnect",
@@ -159,6 +170,7 @@ Status Comm::attachSockets(std::vector<Socket> socks) {
   ctrl_ = std::move(socks[0]);
   if (send_) driverFd_.store(ctrl_.fd(), std::memory_order_release);
   for (size_t i = 1; i < socks.size(); ++i) streams_[i - 1]->sock = std::move(socks[i]);
+  armStallTimeout();
   return startWorkers();
 }
 

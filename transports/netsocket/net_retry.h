@@ -99,6 +99,15 @@ struct RetryLink {
   int64_t nextTryMs = 0;
   int64_t backoffMs = 0;
   int64_t nextHubPollMs = 0;  // recv: a healthy comm looks for resumes now and then
+  // Send: where reconnects go. Route 0 is the listener's address from the
+  // bound device (the connection's rail); route k > 0 is origin.alts[k-1]
+  // from whatever device the host routes it by (another rail). A failed
+  // attempt moves on to the next route; the comm stays on the route that
+  // worked and, while away from route 0, probes it (net_failover.cc).
+  int route = 0;
+  int shownRoute = 0;  // the route the last WARN named
+  int64_t nextProbeMs = 0;
+  std::unique_ptr<Connecting> probe;
 };
 
 }  // namespace ferry::netsocket

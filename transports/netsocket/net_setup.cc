@@ -4,6 +4,7 @@
 
 #include <poll.h>
 #include <sys/random.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -127,7 +128,33 @@ Result<Connecting*> beginConnect(int dev, const void* handle) {
     from = a.value();
     from.setPort(0);
   }
-  return newConnecting(v.to, from, v.cfg, v.nonce, random64(), 0, deadline).release();
+  std::unique_ptr<Connecting> c = newConnecting(v.to, from, v.cfg, v.nonce, random64(), 0, deadline);
+  c->alts = v.alts;
+  return c.release();
+}
+
+}  // namespace
+
+namespace {
+
+// Retry on: listen on the host's other IPv4 devices too (Handle::altIp), so a
+// sender can fail over to another rail. A device that cannot listen is left
+// out (INFO): failover then has one path less.
+void addAlternates(Hub& hub, int dev) {
+  std::vector<SockAddr> devs = deviceAddrs();
+  for (int d = 0; d < static_cast<int>(devs.size()); ++d) {
+    SockAddr a = devs[d];
+    if (d == dev || a.family() != AF_INET || a.isLoopback()) continue;
+    if (static_cast<int>(hub.altAddrs().size()) == kMaxAltAddrs) break;
+    a.setPort(0);
+    Result<Socket> s = listenSocket(a);
+    if (!s.isOk()) {
+      FERRY_INFO(log::kNet, "NET/Socket: no failover listener on %s: %s", a.toString().c_str(),
+                 s.status().message().c_str());
+      continue;
+    }
+    hub.addListener(s.take());
+  }
 }
 
 }  // namespace
@@ -144,7 +171,10 @@ Result<std::unique_ptr<ListenComm>> listenOn(int dev, void* handle) {
   uint64_t nonce = random64();
   auto l = std::make_unique<ListenComm>();
   l->hub = std::make_shared<Hub>(std::move(listener), nonce, cfg);
-  if (cfg.retryMs > 0) FERRY_TRY(l->hub->start());
+  if (cfg.retryMs > 0) {
+    addAlternates(*l->hub, dev);
+    FERRY_TRY(l->hub->start());
+  }
   Handle h{};
   h.magic = kMagic;
   h.nThreads = static_cast<uint16_t>(cfg.nThreads);
@@ -153,6 +183,10 @@ Result<std::unique_ptr<ListenComm>> listenOn(int dev, void* handle) {
   h.inlineBytes = cfg.inlineBytes;
   h.retryMs = cfg.retryMs;
   l->hub->addr().pack(h.addr);
+  for (const SockAddr& a : l->hub->altAddrs()) {
+    h.altIp[h.nAlt] = reinterpret_cast<const sockaddr_in*>(a.sa())->sin_addr.s_addr;
+    h.altPort[h.nAlt++] = a.port();
+  }
   h.pending = nullptr;
   std::memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
   std::memcpy(handle, &h, sizeof(h));
@@ -213,6 +247,7 @@ Status connectStep(int dev, void* handle, Comm** out, ConnectingSet* live) {
   Origin origin;
   origin.to = c->to;
   origin.from = c->from;
+  origin.alts = c->alts;
   origin.nonce = c->conns[0].hello.nonce;
   origin.connId = c->conns[0].hello.connId;
   finish();

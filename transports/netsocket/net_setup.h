@@ -15,6 +15,10 @@ namespace ferry::netsocket {
 
 // The address of device `dev` (socket_net.cc owns the device list).
 Result<SockAddr> deviceAddr(int dev);
+// Every device's address, by device index.
+std::vector<SockAddr> deviceAddrs();
+// The name of the device with address `a` (port ignored), "" if none.
+std::string deviceNameOf(const SockAddr& a);
 
 struct ListenComm {
   std::shared_ptr<Hub> hub;
@@ -37,6 +41,7 @@ struct Connecting {
   // source address decides the rail (docs/cluster.md, "The spine"). Invalid:
   // no bind, the kernel picks.
   SockAddr from;
+  std::vector<SockAddr> alts;  // the listener's other addresses (Handle::altIp)
   Config cfg;
   int64_t deadlineMs = 0;
   int lastErr = 0;  // the last retryable connect error (the socket is retried)

@@ -1,6 +1,9 @@
 // Handle and hello checks of the Socket network (see net_wire.h).
 #include "transports/netsocket/net_wire.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cstring>
 
 namespace ferry::netsocket {
@@ -23,6 +26,17 @@ Result<HandleView> decodeHandle(const void* handle, size_t size) {
   if (v.cfg.nThreads > kMaxThreads || v.cfg.nSocks < 1 || v.cfg.nStreams() > kMaxStreams) {
     return invalidArgument("NET/Socket: connect: handle asks for " + std::to_string(h.nThreads) +
                            " threads x " + std::to_string(h.nSocks) + " sockets");
+  }
+  if (h.nAlt > kMaxAltAddrs) {
+    return invalidArgument("NET/Socket: connect: handle lists " + std::to_string(h.nAlt) +
+                           " alternate addresses (at most " + std::to_string(kMaxAltAddrs) + ")");
+  }
+  for (int i = 0; i < h.nAlt; ++i) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = h.altIp[i];
+    a.sin_port = htons(h.altPort[i]);
+    v.alts.push_back(SockAddr::fromSockaddr(reinterpret_cast<const sockaddr*>(&a), sizeof(a)));
   }
   if (v.cfg.retryMs > kMaxRetryMs) {
     return invalidArgument("NET/Socket: connect: handle asks for a retry window of " +

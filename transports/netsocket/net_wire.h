@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "transports/netsocket/net_comm.h"
 
@@ -17,6 +18,7 @@ struct HandleView {
   SockAddr to;
   Config cfg;
   uint64_t nonce = 0;
+  std::vector<SockAddr> alts;  // the listener's other addresses (Handle::nAlt)
 };
 
 // The handle (`size` bytes, at most NCCL_NET_HANDLE_MAXSIZE) as a listener

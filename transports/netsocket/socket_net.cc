@@ -224,6 +224,22 @@ Result<SockAddr> deviceAddr(int dev) {
   return (*gDevs)[dev].addr;
 }
 
+std::vector<SockAddr> deviceAddrs() {
+  std::lock_guard<std::mutex> lock(gMu);
+  std::vector<SockAddr> v;
+  if (!loadDevicesLocked().isOk()) return v;
+  for (const Device& d : *gDevs) v.push_back(d.addr);
+  return v;
+}
+
+std::string deviceNameOf(const SockAddr& a) {
+  std::lock_guard<std::mutex> lock(gMu);
+  if (!loadDevicesLocked().isOk()) return "";
+  for (const Device& d : *gDevs)
+    if (d.addr.host() == a.host()) return d.name;
+  return "";
+}
+
 void reloadDevices() {
   std::lock_guard<std::mutex> lock(gMu);
   gDevs = nullptr;  // the old list stays in gLists: props may still point into it
