@@ -33,6 +33,9 @@ const std::vector<Algorithm>& algorithmRegistry() {
       // closest slot for a tuner plugin to see hier's cost in.
       {"hier", hierSupports, hierSchedule, hierCost, NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE},
       {"pat", patSupports, patSchedule, patCost, NCCL_ALGO_PAT, NCCL_PROTO_SIMPLE},
+      // AlltoAll has no slot in NCCL's tuner tables; PAT/LL is free (pat is
+      // AllGather/ReduceScatter only).
+      {"rail", railSupports, railSchedule, railCost, NCCL_ALGO_PAT, NCCL_PROTO_LL},
       // NVLS is NCCL's load/store algorithm on memory every GPU maps: the
       // slot where a tuner plugin sees symmetric.
       {"symmetric", symmetricSupports, symmetricSchedule, symmetricCost, NCCL_ALGO_NVLS,

@@ -59,6 +59,12 @@ bool hierSupports(const CollArgs& a, const CommView& v);
 Schedule hierSchedule(const CollArgs& a, const CommView& v);
 double hierCost(const CollArgs& a, const CommView& v);
 
+// rail_alltoall.cc: AlltoAll in two phases, a transpose inside each host and
+// one L-block message per remote host on the rank's rail (PXN as a schedule).
+bool railSupports(const CollArgs& a, const CommView& v);
+Schedule railSchedule(const CollArgs& a, const CommView& v);
+double railCost(const CollArgs& a, const CommView& v);
+
 // pat.cc: AllGather and ReduceScatter in ceil(log2 n) aggregated
 // dissemination steps (Bruck), for one rank per host at scale.
 bool patSupports(const CollArgs& a, const CommView& v);

@@ -223,7 +223,7 @@ double directCost(const CollArgs& a, const CommView& v) {
   double moves = std::max(wait + intra, cost::overlap(v, v.inter, wait, inter));
   switch (a.kind) {
     case CollKind::kAllReduce: return moves + cost::reduce(v, (n - 1) * bytes);
-    default: return moves;  // AlltoAll, Gather, Scatter: the only candidate
+    default: return moves;  // AlltoAll (rail competes on several hosts), Gather, Scatter
   }
 }
 
