@@ -44,7 +44,7 @@ size_t parseSize(const char* s) {
 [[noreturn]] void usage(const char* prog, const char* driverUsage) {
   fprintf(stderr,
           "usage: %s --server [--bind ADDR] [--port P] [--timeout S] [driver options]\n"
-          "       %s --client ADDR | --fork  [--port P] [-b MIN] [-e MAX] [-f FACTOR] [--window W]\n"
+          "       %s --client ADDR | --fork  [--port P] [-b MIN] [-e MAX] [-f FACTOR | --sizes A,B,..] [--window W]\n"
           "            [--bytes B] [--min-msgs N] [--mode uni|bidir|both] [--timeout S] [driver options]\n"
           "driver options: %s\n",
           prog, prog, driverUsage);
@@ -127,7 +127,7 @@ void postSome(Transport& t, Flow& f, size_t len) {
   }
 }
 
-void drive(Transport& t, Flow& s, Flow& r, size_t len, double deadline) {
+void drive(Transport& t, Flow& s, Flow& r, size_t len, double deadline, int idleUs) {
   std::vector<std::pair<bool, int>> done;
   unsigned spins = 0;
   while (s.done < s.n || r.done < r.n) {
@@ -145,6 +145,7 @@ void drive(Transport& t, Flow& s, Flow& r, size_t len, double deadline) {
       f.free.push_back(slot);
       f.done++;
     }
+    if (done.empty() && idleUs > 0) std::this_thread::sleep_for(std::chrono::microseconds(idleUs));
     if (done.empty() && (++spins & 1023) == 0 && nowSec() > deadline) {
       die("timed out moving %zu-byte messages: sent %d/%d, received %d/%d", len, s.done, s.n, r.done, r.n);
     }
@@ -191,10 +192,19 @@ Opts parseOpts(int argc, char** argv, const char* prog, const std::vector<std::s
     else if (a == "-b" || a == "--minbytes") o.minBytes = parseSize(next());
     else if (a == "-e" || a == "--maxbytes") o.maxBytes = parseSize(next());
     else if (a == "-f" || a == "--stepfactor") o.factor = atoi(next());
-    else if (a == "--window") o.window = atoi(next());
+    else if (a == "--sizes") {
+      std::string list = next();
+      for (size_t at = 0; at < list.size();) {
+        size_t comma = list.find(',', at);
+        if (comma == std::string::npos) comma = list.size();
+        o.sizes.push_back(parseSize(list.substr(at, comma - at).c_str()));
+        at = comma + 1;
+      }
+    } else if (a == "--window") o.window = atoi(next());
     else if (a == "--bytes") o.bytesPerPoint = parseSize(next());
     else if (a == "--min-msgs") o.minMsgs = atoi(next());
     else if (a == "--timeout") o.timeoutS = atoi(next());
+    else if (a == "--idle-us") o.idleUs = atoi(next());
     else if (a == "--mode") {
       std::string m = next();
       o.uni = m == "uni" || m == "both";
@@ -213,6 +223,12 @@ Opts parseOpts(int argc, char** argv, const char* prog, const std::vector<std::s
       }
       if (!known) usage(prog, driverUsage);
     }
+  }
+  if (o.sizes.empty()) {
+    for (size_t s = o.minBytes; s <= o.maxBytes && o.factor >= 2; s *= static_cast<size_t>(o.factor)) o.sizes.push_back(s);
+  } else {
+    o.minBytes = o.maxBytes = 0;
+    for (size_t s : o.sizes) o.maxBytes = std::max(o.maxBytes, s);
   }
   if (o.role == Opts::kNone || o.port <= 0 || o.port > 65534 || o.window < 1 || o.window > 64 ||
       o.factor < 2 || o.minBytes > o.maxBytes || o.timeoutS < 1 || o.minMsgs < 1)
@@ -328,7 +344,7 @@ int runBench(const Opts& o, Oob& oob, Transport& t, const Buffers& bufs, const s
   if (client) {
     for (int bidir = 0; bidir < 2; ++bidir) {
       if (bidir ? !o.bidir : !o.uni) continue;
-      for (size_t s = o.minBytes; s <= o.maxBytes; s *= static_cast<size_t>(o.factor)) {
+      for (size_t s : o.sizes) {
         size_t msgs = std::max<size_t>(static_cast<size_t>(o.minMsgs), o.bytesPerPoint / s);
         plan.push_back({static_cast<uint32_t>(bidir), static_cast<uint32_t>(msgs), s});
       }
@@ -355,7 +371,7 @@ int runBench(const Opts& o, Oob& oob, Transport& t, const Buffers& bufs, const s
     int warm = std::min<int>(window, static_cast<int>(p.msgs));
     s.next(sends ? warm : 0);
     r.next(recvs ? warm : 0);
-    drive(t, s, r, p.size, deadline);
+    drive(t, s, r, p.size, deadline, o.idleUs);
     oob.barrier(deadline);
     // Timed: receives are posted before the barrier, so the first message finds one.
     s.next(sends ? static_cast<int>(p.msgs) : 0);
@@ -363,7 +379,7 @@ int runBench(const Opts& o, Oob& oob, Transport& t, const Buffers& bufs, const s
     postSome(t, r, p.size);
     oob.barrier(deadline);
     double t0 = nowSec();
-    drive(t, s, r, p.size, deadline);
+    drive(t, s, r, p.size, deadline, o.idleUs);
     oob.barrier(deadline);  // the peer has received (and sent) everything too
     double sec = nowSec() - t0;
     if (client) {

@@ -6,7 +6,7 @@
 // checks, and only the network differs.
 //
 //   DRIVER --server [--bind ADDR] [--port P] [--timeout S] [driver options]
-//   DRIVER --client ADDR [--port P] [-b MIN] [-e MAX] [-f FACTOR] [--window W]
+//   DRIVER --client ADDR [--port P] [-b MIN] [-e MAX] [-f FACTOR | --sizes A,B,..] [--window W]
 //          [--bytes B] [--mode uni|bidir|both] [--timeout S] [driver options]
 //   DRIVER --fork [same as --client]      # both roles on 127.0.0.1
 //
@@ -40,11 +40,13 @@ struct Opts {
   int port = 29620;        // out-of-band port; a driver may use port+1 for itself
   size_t minBytes = 64 << 10, maxBytes = 64 << 20;
   int factor = 4;
+  std::vector<size_t> sizes;  // --sizes a,b,c: exactly these (instead of -b/-e/-f)
   int window = 4;          // messages in flight per direction
   size_t bytesPerPoint = 256u << 20;
   int minMsgs = 8;
   bool uni = true, bidir = true;
   int timeoutS = 60;
+  int idleUs = 0;          // sleep this long after a poll that finished nothing (0: spin)
   std::vector<std::pair<std::string, std::string>> extra;  // driver options: --name value
 };
 

@@ -8,14 +8,17 @@
 // the out-of-band socket), so there is a send comm and a receive comm per
 // side, as NCCL has per peer and channel. uni uses the client's send comm
 // only. Driver options:
-//   --dev N   the Socket network's device (default 0); which interfaces are
-//             devices is NCCL_SOCKET_IFNAME's business (compare.py sets lo)
+//   --dev N     the Socket network's device (default 0); which interfaces are
+//               devices is NCCL_SOCKET_IFNAME's business (compare.py sets lo)
+//   --test-all  test() every outstanding request on each poll, not only the
+//               oldest per direction (NCCL's proxy pattern, the default)
 // The network's own knobs come from the environment as usual
 // (NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD, FERRY_NET_SOCKET_INLINE_BYTES,
 // FERRY_NET_RETRY_MS); the server adopts the listener's layout (the handle).
 #include <nccl_net.h>
 
 #include <cstdio>
+#include <deque>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -40,8 +43,9 @@ struct FerryNet final : Transport {
   void* recvComm = nullptr;
   std::vector<void*> sendMh, recvMh;  // one registration per window buffer
   std::vector<void*> reqs;  // [0, window): sends; [window, 2*window): receives
-  std::vector<int> live;    // indexes into reqs with a request outstanding
+  std::deque<int> fifo[2];  // outstanding indexes into reqs, posting order: sends, receives
   int window = 0;
+  bool testAll = false;
 
   ~FerryNet() override {
     for (void* m : sendMh) net->deregMr(sendComm, m);
@@ -66,22 +70,27 @@ struct FerryNet final : Transport {
     if (!req) return false;
     int k = send ? slot : window + slot;
     reqs[static_cast<size_t>(k)] = req;
-    live.push_back(k);
+    fifo[send ? 0 : 1].push_back(k);
     return true;
   }
 
+  // As NCCL's proxy does: test the oldest request of each direction, and the
+  // next one only once that finished (both ends match in posting order).
+  // --test-all tests every outstanding request on every poll instead.
   void poll(std::vector<std::pair<bool, int>>* done) override {
-    for (size_t i = 0; i < live.size();) {
-      int k = live[i];
-      int fin = 0, size = 0;
-      check(net->test(reqs[static_cast<size_t>(k)], &fin, &size), "test");
-      if (!fin) {
-        ++i;
-        continue;
+    for (int dir = 0; dir < 2; ++dir) {
+      std::deque<int>& q = fifo[dir];
+      for (size_t i = 0; i < q.size();) {
+        int fin = 0, size = 0;
+        check(net->test(reqs[static_cast<size_t>(q[i])], &fin, &size), "test");
+        if (!fin) {
+          if (!testAll) break;
+          ++i;
+          continue;
+        }
+        done->emplace_back(dir == 0, q[i] < window ? q[i] : q[i] - window);
+        q.erase(q.begin() + static_cast<long>(i));
       }
-      done->emplace_back(k < window, k < window ? k : k - window);
-      live[i] = live.back();
-      live.pop_back();
     }
   }
 
@@ -114,6 +123,7 @@ int roleMain(Opts o) {
   Buffers bufs = allocBuffers(window, maxBytes);
   FerryNet f;
   f.window = window;
+  f.testAll = extraOpt(o, "test-all") != nullptr;
   f.reqs.assign(static_cast<size_t>(2 * window), nullptr);
   f.setup(dev, oob, deadline);
   for (int dir = 0; dir < 2; ++dir) {
@@ -126,14 +136,15 @@ int roleMain(Opts o) {
   auto env = [](const char* n) { const char* v = getenv(n); return std::string(v ? v : "unset"); };
   std::string label = std::string("ferry_net_bw Ferry ncclNet '") + f.net->name + "' dev " + std::to_string(dev) +
                       " NCCL_SOCKET_NTHREADS=" + env("NCCL_SOCKET_NTHREADS") +
-                      " NCCL_NSOCKS_PERTHREAD=" + env("NCCL_NSOCKS_PERTHREAD");
+                      " NCCL_NSOCKS_PERTHREAD=" + env("NCCL_NSOCKS_PERTHREAD") +
+                      (f.testAll ? " test-all" : " test-oldest");
   return runBench(o, oob, f, bufs, label);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Opts o = parseOpts(argc, argv, "ferry_net_bw", {"dev"}, "--dev N (default 0)");
+  Opts o = parseOpts(argc, argv, "ferry_net_bw", {"dev", "test-all!"}, "--dev N (default 0), --test-all");
   if (o.role == Opts::kFork) {
     forkServer(&o, roleMain);
     return reapChild(roleMain(o));
