@@ -7,7 +7,8 @@
 //
 //   DRIVER --server [--bind ADDR] [--port P] [--timeout S] [driver options]
 //   DRIVER --client ADDR [--port P] [-b MIN] [-e MAX] [-f FACTOR | --sizes A,B,..] [--window W]
-//          [--bytes B] [--mode uni|bidir|both] [--timeout S] [driver options]
+//          [--bytes B] [--min-msgs N] [--mode uni|bidir|both] [--idle-us U] [--timeout S]
+//          [driver options]
 //   DRIVER --fork [same as --client]      # both roles on 127.0.0.1
 //
 // The client sends the plan (modes, sizes, message counts, window) to the
@@ -20,6 +21,10 @@
 // = bytes of both directions / time. Every message carries its sequence
 // number in its first and last 8 bytes and the receiver checks it (a
 // misordered or torn message fails the run, exit 7).
+//
+// --idle-us U sleeps U us after a poll that completed nothing (a caller that
+// backs off instead of spinning; with Ferry's caller-driven Socket network no
+// byte moves meanwhile). Default 0: spin.
 //
 // Output (client, stdout): '#' comment lines, then one row per point:
 //   MODE SIZE MSGS WINDOW GBPS
