@@ -18,7 +18,6 @@ Byte counters are read from the hosts' rail interfaces (/sys/class/net) at the m
 matter and printed per phase. Exit 77 (skip) when ferry-cluster skips.
 """
 import argparse
-import glob
 import os
 import re
 import subprocess
@@ -27,7 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from net_retry_test import SKIP, Launch, sh  # noqa: E402
+from net_retry_test import SKIP, Launch, rank_logs, sh  # noqa: E402
 
 
 def fail(msg):
@@ -106,10 +105,7 @@ def main():
             c4, t4 = counters(launch, H, R), time.time()
     rc = launch.p.wait()
     out = "".join(launch.lines)
-    logs = ""
-    for path in sorted(glob.glob(os.path.join(logdir, "rank.*.log"))):
-        with open(path, errors="replace") as f:
-            logs += f.read()
+    logs = rank_logs(logdir)
     warns = [l.strip() for l in logs.splitlines() if "WARN" in l]
     print("%d WARN lines; the first ones:" % len(warns), flush=True)
     for l in warns[:10]:

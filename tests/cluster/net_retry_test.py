@@ -78,6 +78,15 @@ class Launch:
         return True
 
 
+def rank_logs(logdir):
+    """Every rank's NCCL_DEBUG_FILE (rank.<pid>.log), concatenated."""
+    logs = ""
+    for path in sorted(glob.glob(os.path.join(logdir, "rank.*.log"))):
+        with open(path, errors="replace") as f:
+            logs += f.read()
+    return logs
+
+
 def listeners(logdir):
     """{host address: Socket-network listening port} from the ranks' INFO lines."""
     found = {}
@@ -150,10 +159,7 @@ def main():
         flap(launch, 2)
     rc = launch.p.wait()
     out = "".join(launch.lines)
-    logs = ""
-    for path in sorted(glob.glob(os.path.join(logdir, "rank.*.log"))):
-        with open(path, errors="replace") as f:
-            logs += f.read()
+    logs = rank_logs(logdir)
     breaks = [l for l in logs.splitlines() if "WARN" in l and " broke (" in l]
     resumes = [l for l in logs.splitlines() if "resumed after" in l]
     print("retry path: %d break WARNs, %d resumes" % (len(breaks), len(resumes)), flush=True)
