@@ -234,6 +234,7 @@ class Comm {
   void noteRoute();
   bool primaryBack();
   void armStallTimeout();
+  Status socketErrors();
 
   bool send_;
   Config cfg_;

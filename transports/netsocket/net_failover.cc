@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/log.h"
 #include "core/wait.h"
@@ -29,6 +30,7 @@ namespace {
 
 constexpr int64_t kProbeEveryMs = 1000;  // away from the rail: try it this often
 constexpr int64_t kProbeMs = 1000;       // a probe that has not connected by then failed
+constexpr int64_t kErrorCheckMs = 20;    // socketErrors() at most this often
 
 // Unacknowledged data older than this breaks the connection: a quarter of
 // the retry window, within [2 s, 10 s]. TCP mostly rides out a 1 s flap
@@ -100,6 +102,26 @@ bool Comm::primaryBack() {
     k.nextProbeMs = now + kProbeEveryMs;
   }
   return false;
+}
+
+// A socket that TCP_USER_TIMEOUT closed reports it only to the next call on
+// it, and a sender waiting for acks may never make one on a data socket it
+// has finished writing: while messages are unacknowledged, look at every
+// socket's pending error now and then (a cheap getsockopt each).
+Status Comm::socketErrors() {
+  RetryLink& k = *retry_;
+  int64_t now = nowMs();
+  if (k.confirmed == k.posted || now < k.nextErrorCheckMs) return Status::ok();
+  k.nextErrorCheckMs = now + kErrorCheckMs;
+  auto check = [&](const Socket& s) -> Status {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (!s.valid() || getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err == 0) return Status::ok();
+    return remoteError("NET/Socket: connection to " + s.peer().toString() + " failed: " + std::strerror(err));
+  };
+  FERRY_TRY(check(ctrl_));
+  for (auto& s : streams_) FERRY_TRY(check(s->sock));
+  return Status::ok();
 }
 
 void Comm::armStallTimeout() {

@@ -106,6 +106,7 @@ Status Comm::healthyStep() {
   }
   Status st = pump();
   if (st.isOk()) st = workerBreak();
+  if (st.isOk() && send_) st = socketErrors();
   if (send_) {
     // Acks even after an error: a "bye" read before the reset it caused
     // makes the failure final (transient() then says no).

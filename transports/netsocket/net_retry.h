@@ -107,6 +107,7 @@ struct RetryLink {
   int route = 0;
   int shownRoute = 0;  // the route the last WARN named
   int64_t nextProbeMs = 0;
+  int64_t nextErrorCheckMs = 0;  // send: socketErrors() rate limit
   std::unique_ptr<Connecting> probe;
 };
 
