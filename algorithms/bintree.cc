@@ -36,8 +36,6 @@ void forEachChunk(size_t count, size_t elem, size_t chunkBytes, Body body) {
   forEachRound(count, elem, 1, chunkBytes, [&](size_t base, size_t len) { body(base * elem, len * elem); });
 }
 
-Step send(int peer, Region src, size_t bytes) { return makeStep(StepKind::kSend, peer, -1, src, {}, bytes); }
-
 Schedule broadcast(const CollArgs& a, const CommView& v, const RankTree& t) {
   Lane lane;
   size_t total = a.count * a.elemSize;
@@ -48,7 +46,7 @@ Schedule broadcast(const CollArgs& a, const CommView& v, const RankTree& t) {
   forEachChunk(a.count, a.elemSize, v.chunkBytes, [&](size_t off, size_t bytes) {
     Region src{root ? kInputBuf : kOutputBuf, off};
     if (!root) lane.steps.push_back(makeStep(StepKind::kRecv, -1, t.parent[a.rank], {}, src, bytes));
-    for (int c : kids) lane.steps.push_back(send(c, src, bytes));
+    for (int c : kids) lane.steps.push_back(sendStep(c, src, bytes));
   });
   Schedule s{"bintree", {}};
   if (!lane.steps.empty()) s.lanes.push_back(std::move(lane));
@@ -67,7 +65,7 @@ Schedule reduce(const CollArgs& a, const CommView& v, const RankTree& t) {
     Region in{kInputBuf, off};
     Region acc = root ? Region{kOutputBuf, off} : Region{kScratchBuf, 0};
     if (kids.empty()) {
-      Step st = send(parent, in, bytes);
+      Step st = sendStep(parent, in, bytes);
       st.scaleSrc = true;
       st.sendByValue = true;  // scaled, and the parent reduces it
       lane.steps.push_back(st);

@@ -78,8 +78,6 @@ Plan planOf(const CollArgs& a, const CommView& v) {
   return Plan{v.chunkBytes ? std::max<size_t>(1, v.chunkBytes / a.elemSize) : a.count};
 }
 
-Step sendStep(int peer, Region src, size_t bytes) { return makeStep(StepKind::kSend, peer, -1, src, {}, bytes); }
-
 Schedule allGather(const CollArgs& a, const CommView& v) {
   int n = a.nranks, r = a.rank;
   size_t e = a.elemSize, block = a.count * e;

@@ -12,16 +12,6 @@
 namespace ferry {
 namespace {
 
-Step sendStep(int peer, Region src, size_t bytes) {
-  return makeStep(StepKind::kSend, peer, -1, src, {}, bytes);
-}
-Step recvStep(int peer, Region dst, size_t bytes) {
-  return makeStep(StepKind::kRecv, -1, peer, {}, dst, bytes);
-}
-Step copyStep(Region src, Region dst, size_t bytes) {
-  return makeStep(StepKind::kCopy, -1, -1, src, dst, bytes);
-}
-
 void addLane(Schedule* s, Step st) {
   if (st.bytes > 0) s->lanes.push_back(Lane{{st}});
 }

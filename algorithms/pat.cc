@@ -73,10 +73,6 @@ void forEachPart(size_t total, size_t elem, size_t chunkBytes, F f) {
   for (size_t p = 0; p < total; p += part) f(p, std::min(part, total - p));
 }
 
-Step copy(Region src, Region dst, size_t bytes) {
-  return makeStep(StepKind::kCopy, -1, -1, src, dst, bytes);
-}
-
 // By value: scratch slots are rewritten by the next round.
 Step sendFromScratch(int peer, size_t off, size_t bytes) {
   Step s = makeStep(StepKind::kSend, peer, -1, Region{kScratchBuf, off}, {}, bytes);
@@ -91,10 +87,10 @@ Schedule allGather(const CollArgs& a, const CommView& v) {
   Schedule s{"pat", {}};
   s.scratchBytes = a.nranks * lenMax * e;
   std::vector<Step> st;
-  if (!a.inPlace) st.push_back(copy({kInputBuf, 0}, {kOutputBuf, blk * r}, blk));
+  if (!a.inPlace) st.push_back(copyStep({kInputBuf, 0}, {kOutputBuf, blk * r}, blk));
   forEachRound(a.count, e, 1, lenMax * e, [&](size_t base, size_t len) {
     size_t slot = len * e;  // bytes of one block in this round
-    st.push_back(copy({kInputBuf, base * e}, {kScratchBuf, 0}, slot));
+    st.push_back(copyStep({kInputBuf, base * e}, {kScratchBuf, 0}, slot));
     for (size_t k = 0; k < br.m.size(); ++k) {
       int dist = 1 << k;
       forEachPart(br.m[k] * slot, e, v.chunkBytes, [&](size_t p, size_t bytes) {
@@ -104,7 +100,7 @@ Schedule allGather(const CollArgs& a, const CommView& v) {
       });
     }
     for (int d = 1; d < a.nranks; ++d)
-      st.push_back(copy({kScratchBuf, d * slot}, {kOutputBuf, br.mod(r + d) * blk + base * e}, slot));
+      st.push_back(copyStep({kScratchBuf, d * slot}, {kOutputBuf, br.mod(r + d) * blk + base * e}, slot));
   });
   s.lanes.push_back(Lane{std::move(st)});
   return s;
@@ -120,7 +116,7 @@ Schedule reduceScatter(const CollArgs& a, const CommView& v) {
   forEachRound(a.count, e, 1, lenMax * e, [&](size_t base, size_t len) {
     size_t slot = len * e;
     for (int d = 0; d < a.nranks; ++d) {
-      Step c = copy({kInputBuf, br.mod(r + d) * blk + base * e}, {kScratchBuf, d * slot}, slot);
+      Step c = copyStep({kInputBuf, br.mod(r + d) * blk + base * e}, {kScratchBuf, d * slot}, slot);
       c.scaleSrc = true;
       st.push_back(c);
     }
@@ -152,7 +148,7 @@ Schedule patSchedule(const CollArgs& a, const CommView& v) {
   if (a.nranks == 1) {
     if (a.kind == CollKind::kReduceScatter) return Schedule{"pat", {singleCopy(blk)}};
     if (a.inPlace) return Schedule{"pat", {}};
-    return Schedule{"pat", {Lane{{copy({kInputBuf, 0}, {kOutputBuf, 0}, blk)}}}};
+    return Schedule{"pat", {Lane{{copyStep({kInputBuf, 0}, {kOutputBuf, 0}, blk)}}}};
   }
   return a.kind == CollKind::kAllGather ? allGather(a, v) : reduceScatter(a, v);
 }

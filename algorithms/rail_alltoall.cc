@@ -29,10 +29,6 @@
 namespace ferry {
 namespace {
 
-Step send(int peer, Region src, size_t bytes) { return makeStep(StepKind::kSend, peer, -1, src, {}, bytes); }
-Step recv(int peer, Region dst, size_t bytes) { return makeStep(StepKind::kRecv, -1, peer, {}, dst, bytes); }
-Step copy(Region src, Region dst, size_t bytes) { return makeStep(StepKind::kCopy, -1, -1, src, dst, bytes); }
-
 // Remote hosts in the order every rank of host h uses (senders and the rail
 // lane must agree): h+1, h+2, ... so that hosts do not all hit host 0 first.
 std::vector<int> remoteOrder(int h, int H) {
@@ -62,6 +58,9 @@ Schedule railSchedule(const CollArgs& a, const CommView& v) {
   const std::vector<int>& mine = v.hostRanks[h];
   auto rankAt = [&](int host, int local) { return v.hostRanks[host][local]; };
   std::vector<int> order = remoteOrder(h, H);
+  // Our blocks sit side by side in a receiver's output when our ranks are
+  // consecutive: then each remote host gets them as one message.
+  const bool oneMessage = consecutive(mine);
   // Scratch: one L-block slot per remote host (in `order`), then (in place)
   // a copy of the whole input, which the output overwrites.
   size_t slot = L * B;
@@ -71,18 +70,18 @@ Schedule railSchedule(const CollArgs& a, const CommView& v) {
   if (a.inPlace) {
     in = Region{kScratchBuf, s.scratchBytes};
     s.scratchBytes += B * a.nranks;
-    s.prologue.push_back(copy({kInputBuf, 0}, in, B * a.nranks));
+    s.prologue.push_back(copyStep({kInputBuf, 0}, in, B * a.nranks));
   }
   auto input = [&](int dest) { return Region{in.buf, in.offset + dest * B}; };
   // Our own block for each remote host's rank i goes into its slot.
-  for (size_t k = 0; k < order.size(); ++k) s.prologue.push_back(copy(input(rankAt(order[k], i)), slotOf(k, i), B));
-  if (!a.inPlace) s.prologue.push_back(copy(input(me), {kOutputBuf, me * B}, B));
+  for (size_t k = 0; k < order.size(); ++k) s.prologue.push_back(copyStep(input(rankAt(order[k], i)), slotOf(k, i), B));
+  if (!a.inPlace) s.prologue.push_back(copyStep(input(me), {kOutputBuf, me * B}, B));
   // Phase 1 sends: to each local peer j, its blocks in `order`, then its own.
   for (int j = 0; j < L; ++j) {
     if (j == i) continue;
     Lane out;
-    for (int host : order) out.steps.push_back(send(mine[j], input(rankAt(host, j)), B));
-    out.steps.push_back(send(mine[j], input(mine[j]), B));
+    for (int host : order) out.steps.push_back(sendStep(mine[j], input(rankAt(host, j)), B));
+    out.steps.push_back(sendStep(mine[j], input(mine[j]), B));
     s.lanes.push_back(std::move(out));
   }
   // The rail lane: gather each remote host's message, send it on; then the
@@ -90,17 +89,15 @@ Schedule railSchedule(const CollArgs& a, const CommView& v) {
   Lane rail;
   for (size_t k = 0; k < order.size(); ++k) {
     for (int j = 0; j < L; ++j)
-      if (j != i) rail.steps.push_back(recv(mine[j], slotOf(k, j), B));
-    // One message when the receiver can take it in one piece (our ranks are
-    // consecutive, so our blocks sit side by side in its output).
-    if (consecutive(mine)) {
-      rail.steps.push_back(send(rankAt(order[k], i), slotOf(k, 0), slot));
+      if (j != i) rail.steps.push_back(recvStep(mine[j], slotOf(k, j), B));
+    if (oneMessage) {
+      rail.steps.push_back(sendStep(rankAt(order[k], i), slotOf(k, 0), slot));
     } else {
-      for (int j = 0; j < L; ++j) rail.steps.push_back(send(rankAt(order[k], i), slotOf(k, j), B));
+      for (int j = 0; j < L; ++j) rail.steps.push_back(sendStep(rankAt(order[k], i), slotOf(k, j), B));
     }
   }
   for (int j = 0; j < L; ++j)
-    if (j != i) rail.steps.push_back(recv(mine[j], {kOutputBuf, mine[j] * B}, B));
+    if (j != i) rail.steps.push_back(recvStep(mine[j], {kOutputBuf, mine[j] * B}, B));
   s.lanes.push_back(std::move(rail));
   // Phase 2 receives: host g's message holds its ranks' blocks in local order.
   for (int g = 0; g < H; ++g) {
@@ -108,9 +105,9 @@ Schedule railSchedule(const CollArgs& a, const CommView& v) {
     const std::vector<int>& theirs = v.hostRanks[g];
     Lane got;
     if (consecutive(theirs)) {
-      got.steps.push_back(recv(rankAt(g, i), {kOutputBuf, theirs[0] * B}, slot));
+      got.steps.push_back(recvStep(rankAt(g, i), {kOutputBuf, theirs[0] * B}, slot));
     } else {
-      for (int j = 0; j < L; ++j) got.steps.push_back(recv(rankAt(g, i), {kOutputBuf, theirs[j] * B}, B));
+      for (int j = 0; j < L; ++j) got.steps.push_back(recvStep(rankAt(g, i), {kOutputBuf, theirs[j] * B}, B));
     }
     s.lanes.push_back(std::move(got));
   }

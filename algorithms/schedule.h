@@ -119,6 +119,17 @@ inline Step makeStep(StepKind kind, int sendPeer, int recvPeer, Region src, Regi
   return s;
 }
 
+// The plain steps most builders use.
+inline Step sendStep(int peer, Region src, size_t bytes) {
+  return makeStep(StepKind::kSend, peer, -1, src, {}, bytes);
+}
+inline Step recvStep(int peer, Region dst, size_t bytes) {
+  return makeStep(StepKind::kRecv, -1, peer, {}, dst, bytes);
+}
+inline Step copyStep(Region src, Region dst, size_t bytes) {
+  return makeStep(StepKind::kCopy, -1, -1, src, dst, bytes);
+}
+
 // The schedule of a group's point-to-point batch (direct.cc); collective
 // builders are listed in builders.h.
 Schedule p2pSchedule(int rank, const std::vector<P2pOp>& ops);

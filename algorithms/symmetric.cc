@@ -31,10 +31,6 @@ Step barrier() {
   return s;
 }
 
-Step copy(Region src, Region dst, size_t bytes) {
-  return makeStep(StepKind::kCopy, -1, -1, src, dst, bytes);
-}
-
 Region at(uint32_t buf, size_t offset, int peer = -1) { return Region{buf, offset, peer}; }
 
 // dst[dstOff, +bytes) = OP over every rank k of input k at [inOff, +bytes),
@@ -44,7 +40,7 @@ void reduceBlock(Lane* l, int n, int first, size_t inOff, Region dst, size_t byt
   for (size_t off = 0; off < bytes; off += piece) {
     size_t len = std::min(piece, bytes - off);
     Region d{dst.buf, dst.offset + off, dst.peer};
-    l->steps.push_back(copy(at(kInputBuf, inOff + off, first), d, len));
+    l->steps.push_back(copyStep(at(kInputBuf, inOff + off, first), d, len));
     for (int i = 1; i < n; ++i) {
       Step s = makeStep(StepKind::kLocalReduce, -1, -1, at(kInputBuf, inOff + off, (first + i) % n), d, len);
       s.finalValue = i == n - 1;
@@ -80,7 +76,7 @@ Lane allReduce(const CollArgs& a) {
   for (int i = 1; i < n; ++i) {
     int p = (r + i) % n;
     size_t p0 = blockStart(a.count, n, p, e), p1 = blockStart(a.count, n, p + 1, e);
-    if (p1 > p0) l.steps.push_back(copy(at(kOutputBuf, p0, p), at(kOutputBuf, p0), p1 - p0));
+    if (p1 > p0) l.steps.push_back(copyStep(at(kOutputBuf, p0, p), at(kOutputBuf, p0), p1 - p0));
   }
   return l;
 }
@@ -99,7 +95,7 @@ Lane allGather(const CollArgs& a) {
   l.steps.push_back(barrier());
   for (int i = 0; i < a.nranks; ++i) {
     int p = (a.rank + i) % a.nranks;
-    l.steps.push_back(copy(at(kInputBuf, 0, p), at(kOutputBuf, p * bytes), bytes));
+    l.steps.push_back(copyStep(at(kInputBuf, 0, p), at(kOutputBuf, p * bytes), bytes));
   }
   return l;
 }
@@ -109,9 +105,9 @@ Lane allGather(const CollArgs& a) {
 Lane broadcast(const CollArgs& a) {
   size_t bytes = a.count * a.elemSize;
   Lane l;
-  if (a.rank == a.root) l.steps.push_back(copy(at(kInputBuf, 0), at(kOutputBuf, 0), bytes));
+  if (a.rank == a.root) l.steps.push_back(copyStep(at(kInputBuf, 0), at(kOutputBuf, 0), bytes));
   l.steps.push_back(barrier());
-  if (a.rank != a.root) l.steps.push_back(copy(at(kOutputBuf, 0, a.root), at(kOutputBuf, 0), bytes));
+  if (a.rank != a.root) l.steps.push_back(copyStep(at(kOutputBuf, 0, a.root), at(kOutputBuf, 0), bytes));
   return l;
 }
 

@@ -10,9 +10,10 @@
 // cable down: no reset, the packets just vanish) is noticed by
 // TCP_USER_TIMEOUT on the sender's sockets (only there: a receiver that
 // timed out would close sockets the sender may never hear of, and wait for a
-// resume that never comes; the sender breaks, the receiver takes the resume). While away from its
-// rail the comm probes it; once a probe connects, it moves back with a
-// planned break (resend of what is not acknowledged, as after any break).
+// resume that never comes; the sender breaks, the receiver takes the
+// resume). While away from its rail the comm probes it; once a probe
+// connects, it moves back with a planned break (resend of what is not
+// acknowledged, as after any break).
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>

@@ -2,9 +2,9 @@
 // sockets allow right now and reports "not yet" with a NULL comm.
 #include "transports/netsocket/net_setup.h"
 
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/random.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -133,19 +133,15 @@ Result<Connecting*> beginConnect(int dev, const void* handle) {
   return c.release();
 }
 
-}  // namespace
-
-namespace {
-
 // Retry on: listen on the host's other IPv4 devices too (Handle::altIp), so a
 // sender can fail over to another rail. A device that cannot listen is left
 // out (INFO): failover then has one path less.
 void addAlternates(Hub& hub, int dev) {
   std::vector<SockAddr> devs = deviceAddrs();
-  for (int d = 0; d < static_cast<int>(devs.size()); ++d) {
+  int added = 0;
+  for (int d = 0; d < static_cast<int>(devs.size()) && added < kMaxAltAddrs; ++d) {
     SockAddr a = devs[d];
     if (d == dev || a.family() != AF_INET || a.isLoopback()) continue;
-    if (static_cast<int>(hub.altAddrs().size()) == kMaxAltAddrs) break;
     a.setPort(0);
     Result<Socket> s = listenSocket(a);
     if (!s.isOk()) {
@@ -154,6 +150,7 @@ void addAlternates(Hub& hub, int dev) {
       continue;
     }
     hub.addListener(s.take());
+    ++added;
   }
 }
 
