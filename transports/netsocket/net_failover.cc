@@ -14,8 +14,10 @@
 // resume). While away from its rail the comm probes it; once a probe
 // connects, it moves back with a planned break (resend of what is not
 // acknowledged, as after any break).
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -107,21 +109,42 @@ bool Comm::primaryBack() {
 
 // A socket that TCP_USER_TIMEOUT closed reports it only to the next call on
 // it, and a sender waiting for acks may never make one on a data socket it
-// has finished writing: while messages are unacknowledged, look at every
-// socket's pending error now and then (a cheap getsockopt each).
+// has finished writing; and bytes queued after the route went away may never
+// be sent at all, so no kernel timer runs for them. So while messages are
+// unacknowledged, look at every socket now and then: a pending error, or
+// bytes queued with no TCP ACK from the peer for the stall time (a live
+// receiver's kernel ACKs, even when its buffer is full), is a break.
 Status Comm::socketErrors() {
   RetryLink& k = *retry_;
   int64_t now = nowMs();
+  k.queuedSinceMs.resize(streams_.size() + 1);
+  if (k.confirmed == k.posted) std::fill(k.queuedSinceMs.begin(), k.queuedSinceMs.end(), 0);
   if (k.confirmed == k.posted || now < k.nextErrorCheckMs) return Status::ok();
   k.nextErrorCheckMs = now + kErrorCheckMs;
-  auto check = [&](const Socket& s) -> Status {
+  unsigned stall = stallMs(k.windowMs);
+  auto check = [&](const Socket& s, int64_t& since) -> Status {
+    if (!s.valid()) return Status::ok();
     int err = 0;
     socklen_t len = sizeof(err);
-    if (!s.valid() || getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err == 0) return Status::ok();
-    return remoteError("NET/Socket: connection to " + s.peer().toString() + " failed: " + std::strerror(err));
+    if (getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0)
+      return remoteError("NET/Socket: connection to " + s.peer().toString() + " failed: " + std::strerror(err));
+    int queued = 0;
+    tcp_info ti{};
+    len = sizeof(ti);
+    if (ioctl(s.fd(), SIOCOUTQ, &queued) != 0 || queued <= 0) {
+      since = 0;
+      return Status::ok();
+    }
+    if (since == 0) since = now;  // bytes waiting since (about) now
+    if (now - since <= stall || getsockopt(s.fd(), IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        ti.tcpi_last_ack_recv <= stall)
+      return Status::ok();
+    return remoteError("NET/Socket: connection to " + s.peer().toString() + " stalled: no acknowledgement for " +
+                       std::to_string(ti.tcpi_last_ack_recv) + " ms with " + std::to_string(queued) +
+                       " bytes queued");
   };
-  FERRY_TRY(check(ctrl_));
-  for (auto& s : streams_) FERRY_TRY(check(s->sock));
+  FERRY_TRY(check(ctrl_, k.queuedSinceMs[0]));
+  for (size_t i = 0; i < streams_.size(); ++i) FERRY_TRY(check(streams_[i]->sock, k.queuedSinceMs[i + 1]));
   return Status::ok();
 }
 

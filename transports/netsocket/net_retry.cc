@@ -171,6 +171,7 @@ Status Comm::attachSockets(std::vector<Socket> socks) {
   ctrl_ = std::move(socks[0]);
   if (send_) driverFd_.store(ctrl_.fd(), std::memory_order_release);
   for (size_t i = 1; i < socks.size(); ++i) streams_[i - 1]->sock = std::move(socks[i]);
+  retry_->queuedSinceMs.assign(socks.size(), 0);
   armStallTimeout();
   return startWorkers();
 }

@@ -108,6 +108,7 @@ struct RetryLink {
   int shownRoute = 0;  // the route the last WARN named
   int64_t nextProbeMs = 0;
   int64_t nextErrorCheckMs = 0;  // send: socketErrors() rate limit
+  std::vector<int64_t> queuedSinceMs;  // send: per socket (control first), bytes queued since; 0: none
   std::unique_ptr<Connecting> probe;
 };
 
