@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include <sys/uio.h>
+
 #include "core/status.h"
 #include "net/interfaces.h"
 #include "net/sock_addr.h"
@@ -99,5 +101,9 @@ Status sendRecvAll(const Socket& out, const void* sdata, size_t sbytes, const So
 // close between messages is normal).
 Result<size_t> sendSome(const Socket& s, const void* data, size_t bytes);
 Result<size_t> recvSome(const Socket& s, void* data, size_t bytes, bool* eof = nullptr);
+// The same over several buffers in one system call (sendmsg/readv): a header
+// and its payload, or a payload and the next header, without a call each.
+Result<size_t> sendSomeV(const Socket& s, const iovec* iov, int n);
+Result<size_t> recvSomeV(const Socket& s, const iovec* iov, int n, bool* eof = nullptr);
 
 }  // namespace ferry

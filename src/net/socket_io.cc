@@ -66,10 +66,13 @@ Status transfer(const Socket* out, const char* sdata, size_t sbytes, const Socke
 
 }  // namespace
 
-Result<size_t> sendSome(const Socket& s, const void* data, size_t bytes) {
+Result<size_t> sendSomeV(const Socket& s, const iovec* iov, int n) {
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<size_t>(n);
   while (true) {
-    ssize_t n = ::send(s.fd(), data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n >= 0) return static_cast<size_t>(n);
+    ssize_t got = ::sendmsg(s.fd(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (got >= 0) return static_cast<size_t>(got);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t(0);
     if (peerError(errno)) return peerGone(s, errno);
@@ -77,12 +80,17 @@ Result<size_t> sendSome(const Socket& s, const void* data, size_t bytes) {
   }
 }
 
-Result<size_t> recvSome(const Socket& s, void* data, size_t bytes, bool* eof) {
-  if (bytes == 0) return size_t(0);
+Result<size_t> recvSomeV(const Socket& s, const iovec* iov, int n, bool* eof) {
+  size_t want = 0;
+  for (int i = 0; i < n; ++i) want += iov[i].iov_len;
+  if (want == 0) return size_t(0);
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<size_t>(n);
   while (true) {
-    ssize_t n = ::recv(s.fd(), data, bytes, MSG_DONTWAIT);
-    if (n > 0) return static_cast<size_t>(n);
-    if (n == 0) {
+    ssize_t got = ::recvmsg(s.fd(), &m, MSG_DONTWAIT);
+    if (got > 0) return static_cast<size_t>(got);
+    if (got == 0) {
       if (!eof) return peerGone(s, 0);
       *eof = true;
       return size_t(0);
@@ -98,6 +106,16 @@ Result<size_t> recvSome(const Socket& s, void* data, size_t bytes, bool* eof) {
     if (peerError(errno)) return peerGone(s, errno);
     return systemError("recv from " + s.peer().toString() + " failed: " + std::strerror(errno));
   }
+}
+
+Result<size_t> sendSome(const Socket& s, const void* data, size_t bytes) {
+  iovec v{const_cast<void*>(data), bytes};
+  return sendSomeV(s, &v, 1);
+}
+
+Result<size_t> recvSome(const Socket& s, void* data, size_t bytes, bool* eof) {
+  iovec v{data, bytes};
+  return recvSomeV(s, &v, 1, eof);
 }
 
 Status sendAll(const Socket& s, const void* data, size_t bytes, const Until& until) {

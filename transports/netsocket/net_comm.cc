@@ -3,6 +3,7 @@
 // cut into chunks dealt round robin over the data streams. Both ends deal
 // chunks from the same sequence of sizes, so every stream sees the same chunk
 // order on both ends without any per-chunk header.
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -40,6 +41,10 @@ Config readConfig() {
     threads = std::clamp<int64_t>(threads, 0, kMaxThreads);
   }
   int64_t t = threads > 0 ? threads : 1;
+  // Auto: with the caller moving the data, a second socket carries large
+  // messages at 1.0-1.15x the speed of one (perf/README.md, perf/fabric);
+  // helper threads bring their own parallelism.
+  if (socks == -1) socks = threads == 0 ? 2 : 1;
   if (socks < 1 || t * socks > kMaxStreams) {
     int64_t fixed = std::clamp<int64_t>(socks, 1, kMaxStreams / t);
     FERRY_WARN("NET/Socket: NCCL_NSOCKS_PERTHREAD=%ld invalid with %ld threads (at most %d "
@@ -173,7 +178,7 @@ Status Comm::post(void* data, size_t size, Request** out) {
   if (retry_) {
     r->seq = retry_->posted++;
     retry_->bySeq[r->seq % RetryLink::kRing] = r;
-    if (send_ && size >= cfg_.inlineBytes) retry_->ackWaiters++;
+    if (send_ && streamed(size)) retry_->ackWaiters++;
   }
   ctrlQueue_.push_back(r);
   *out = r;
@@ -201,58 +206,167 @@ void Comm::startStreams(Request* r) {
   }
 }
 
-// Advance the control part of the oldest request: header, then inline data.
-Status Comm::progressCtrl(Request* r, bool* moved) {
-  auto* hdr = reinterpret_cast<char*>(&r->size);
-  while (r->hdrDone < sizeof(r->size)) {
-    if (peerClosed_) return Status::ok();
-    // An orderly close is only acceptable between messages (no header byte yet).
-    bool eof = false;
-    Result<size_t> n =
-        send_ ? sendSome(ctrl_, hdr + r->hdrDone, sizeof(r->size) - r->hdrDone)
-              : recvSome(ctrl_, hdr + r->hdrDone, sizeof(r->size) - r->hdrDone,
-                         r->hdrDone == 0 ? &eof : nullptr);
-    if (!n.isOk()) return n.status();
-    if (eof) {
-      // With retry on, only a "bye" ends the stream on purpose.
-      if (retry_) return remoteError("NET/Socket: " + peer().toString() + " closed the connection");
-      peerClosed_ = true;
-      return Status::ok();
+// Sender: one sendmsg writes whatever the queue holds for the control socket,
+// in posting order: each request's header, then an inline request's payload,
+// as many requests as fit in kMaxIov pieces (a syscall per message, not two;
+// a window of small messages in one). A streamed request's payload goes to
+// the data streams once its header is out.
+Status Comm::sendCtrl(bool* moved) {
+  constexpr int kMaxIov = 16;
+  while (!ctrlQueue_.empty() && !peerClosed_ && !ctrlBlocked_) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    size_t want = 0;
+    for (Request* r : ctrlQueue_) {
+      if (n + 2 > kMaxIov) break;
+      if (r->hdrDone < sizeof(r->size)) {
+        iov[n++] = {reinterpret_cast<char*>(&r->size) + r->hdrDone, sizeof(r->size) - r->hdrDone};
+      }
+      if (!streamed(r->size) && r->inlineDone < r->size) {
+        iov[n++] = {r->data + r->inlineDone, r->size - r->inlineDone};
+      }
     }
-    if (n.value() == 0) return Status::ok();
-    r->hdrDone += n.value();
+    for (int i = 0; i < n; ++i) want += iov[i].iov_len;
+    FERRY_ASSIGN(size_t sent, sendSomeV(ctrl_, iov, n));
+    ctrlBlocked_ = sent < want;  // the socket is full
+    if (sent == 0) return Status::ok();
     *moved = true;
-    if (r->hdrDone == sizeof(r->size) && !send_ && retry_ && r->size == kBye) {
-      peerClosed_ = true;
-      r->hdrDone = 0;
-      r->size = 0;
-      return Status::ok();
+    size_t left = sent;
+    for (Request* r : ctrlQueue_) {
+      size_t h = std::min(left, sizeof(r->size) - r->hdrDone);
+      r->hdrDone += h;
+      left -= h;
+      if (r->hdrDone < sizeof(r->size)) break;
+      if (streamed(r->size)) {
+        if (r->phase == Phase::kHeader) startStreams(r);
+        continue;
+      }
+      size_t d = std::min<size_t>(left, r->size - r->inlineDone);
+      r->inlineDone += d;
+      left -= d;
+      r->phase = r->inlineDone == r->size ? Phase::kDone : Phase::kInline;
+      if (left == 0 && r->phase != Phase::kDone) break;
     }
-    if (r->hdrDone == sizeof(r->size) && !send_ && r->size > r->cap) {
-      return invalidUsage("NET/Socket: message truncated: " + peer().toString() + " sent " +
-                          std::to_string(r->size) + " bytes, the receive buffer holds " +
-                          std::to_string(r->cap));
+    while (!ctrlQueue_.empty() &&
+           (ctrlQueue_.front()->phase == Phase::kDone || ctrlQueue_.front()->phase == Phase::kStreams)) {
+      ctrlQueue_.pop_front();
     }
   }
-  if (r->size >= cfg_.inlineBytes && r->size > 0) {
-    startStreams(r);
+  return Status::ok();
+}
+
+// Receiver: a whole header tells what follows (the checks run once, however
+// the header's bytes arrived).
+Status Comm::headerArrived(Request* r) {
+  if (retry_ && r->size == kBye) {
+    peerClosed_ = true;
+    r->hdrDone = 0;
+    r->size = 0;
     return Status::ok();
   }
-  r->phase = Phase::kInline;
-  while (r->inlineDone < r->size) {
-    char* p = r->data + r->inlineDone;
-    size_t left = r->size - r->inlineDone;
-    Result<size_t> n = send_ ? sendSome(ctrl_, p, left) : recvSome(ctrl_, p, left);
-    if (!n.isOk()) return n.status();
-    if (n.value() == 0) return Status::ok();
-    r->inlineDone += n.value();
-    *moved = true;
+  if (r->size > r->cap) {
+    return invalidUsage("NET/Socket: message truncated: " + peer().toString() + " sent " +
+                        std::to_string(r->size) + " bytes, the receive buffer holds " +
+                        std::to_string(r->cap));
   }
-  r->phase = Phase::kDone;
+  if (streamed(r->size)) {
+    startStreams(r);
+  } else {
+    r->phase = r->size == 0 ? Phase::kDone : Phase::kInline;
+  }
+  return Status::ok();
+}
+
+// Receiver: the oldest request's header, then its inline payload, read
+// together with the next request's header when one is posted (one readv per
+// message in a steady stream of small ones).
+Status Comm::recvCtrl(bool* moved) {
+  while (!ctrlQueue_.empty() && !ctrlBlocked_) {
+    Request* r = ctrlQueue_.front();
+    if (r->phase == Phase::kHeader) {
+      if (r->hdrDone < sizeof(r->size)) {
+        if (peerClosed_) return Status::ok();
+        // An orderly close is only acceptable between messages (no header byte yet).
+        bool eof = false;
+        FERRY_ASSIGN(size_t n, recvSome(ctrl_, reinterpret_cast<char*>(&r->size) + r->hdrDone,
+                                        sizeof(r->size) - r->hdrDone, r->hdrDone == 0 ? &eof : nullptr));
+        if (eof) {
+          // With retry on, only a "bye" ends the stream on purpose.
+          if (retry_) return remoteError("NET/Socket: " + peer().toString() + " closed the connection");
+          peerClosed_ = true;
+          return Status::ok();
+        }
+        ctrlBlocked_ = n < sizeof(r->size) - r->hdrDone;  // drained
+        if (n == 0) return Status::ok();
+        r->hdrDone += n;
+        *moved = true;
+        if (r->hdrDone < sizeof(r->size)) continue;
+      }
+      FERRY_TRY(headerArrived(r));
+      if (r->phase == Phase::kHeader) return Status::ok();  // the sender said bye
+    }
+    while (r->phase == Phase::kInline) {
+      iovec iov[2];
+      iov[0] = {r->data + r->inlineDone, r->size - r->inlineDone};
+      int n = 1;
+      Request* next = ctrlQueue_.size() > 1 ? ctrlQueue_[1] : nullptr;
+      if (next && next->phase == Phase::kHeader && next->hdrDone < sizeof(next->size)) {
+        iov[n++] = {reinterpret_cast<char*>(&next->size) + next->hdrDone, sizeof(next->size) - next->hdrDone};
+      }
+      FERRY_ASSIGN(size_t got, recvSomeV(ctrl_, iov, n));
+      ctrlBlocked_ = got < iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);  // drained
+      if (got == 0) return Status::ok();
+      *moved = true;
+      size_t d = std::min<size_t>(got, r->size - r->inlineDone);
+      r->inlineDone += d;
+      if (got > d) next->hdrDone += got - d;
+      if (r->inlineDone == r->size) r->phase = Phase::kDone;
+      if (ctrlBlocked_ && r->phase != Phase::kDone) return Status::ok();
+    }
+    ctrlQueue_.pop_front();
+  }
   return Status::ok();
 }
 
 Status Comm::progress() { return retry_ ? progressRetry() : pump(); }
+
+// A socket whose last attempt would have blocked is tried again only once
+// poll() says it is ready. Polling takes no socket lock, where a send() or
+// recv() that finds nothing to do does, and a caller spinning on test()
+// would otherwise contend with the kernel filling or draining that socket
+// (bidirectional 64 MiB streams: ~16k such calls per GB).
+Status Comm::refreshReadiness() {
+  pollfd fds[kMaxStreams + 1];
+  Stream* who[kMaxStreams + 1];
+  int n = 0;
+  short ev = send_ ? POLLOUT : POLLIN;
+  if (ctrlBlocked_ && !ctrlQueue_.empty()) {
+    who[n] = nullptr;
+    fds[n++] = {ctrl_.fd(), ev, 0};
+  }
+  if (cfg_.nThreads == 0) {
+    Worker& w = *workers_[0];
+    std::lock_guard<std::mutex> lock(w.mu);
+    for (auto& s : streams_) {
+      if (!s->blocked || (!s->hasCur && s->queue.empty())) continue;
+      who[n] = s.get();
+      fds[n++] = {s->sock.fd(), ev, 0};
+    }
+  }
+  if (n == 0) return Status::ok();
+  if (::poll(fds, n, 0) < 0 && errno != EINTR) {
+    return systemError(std::string("NET/Socket: poll failed: ") + std::strerror(errno));
+  }
+  for (int i = 0; i < n; ++i) {
+    if (fds[i].revents == 0) continue;
+    if (who[i]) {
+      who[i]->blocked = false;
+    } else {
+      ctrlBlocked_ = false;
+    }
+  }
+  return Status::ok();
+}
 
 // Move what the sockets take now: control parts in order, then (without
 // helper threads) the data streams.
@@ -260,15 +374,11 @@ Status Comm::pump() {
   if (ctrlInject_.load(std::memory_order_relaxed) && ctrlInject_.exchange(false)) {
     return resetForTest(ctrl_);
   }
+  FERRY_TRY(refreshReadiness());
   bool moved = true;
   while (moved) {
     moved = false;
-    while (!ctrlQueue_.empty()) {
-      Request* r = ctrlQueue_.front();
-      FERRY_TRY(progressCtrl(r, &moved));
-      if (r->phase != Phase::kDone && r->phase != Phase::kStreams) break;
-      ctrlQueue_.pop_front();
-    }
+    FERRY_TRY(send_ ? sendCtrl(&moved) : recvCtrl(&moved));
     // Without helper threads the caller's calls move the streams too.
     if (cfg_.nThreads == 0) FERRY_TRY(workers_[0]->step(send_, &moved));
   }

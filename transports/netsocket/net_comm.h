@@ -123,6 +123,9 @@ struct Stream {
   Chunk cur;                // touched by the owner only
   size_t curDone = 0;
   bool hasCur = false;
+  // Caller-driven (0 threads): the last attempt would have blocked; poll()
+  // says when to try again (net_comm.cc, refreshReadiness).
+  bool blocked = false;
   std::atomic<bool> injectReset{false};  // test hook: the owner resets the socket
 };
 
@@ -197,7 +200,12 @@ class Comm {
   Comm(bool send, const Config& cfg);
   Status progress();
   Status pump();
-  Status progressCtrl(Request* r, bool* moved);
+  Status sendCtrl(bool* moved);
+  Status recvCtrl(bool* moved);
+  Status headerArrived(Request* r);
+  Status refreshReadiness();
+  // A message this size goes over the data streams (else inline, on the control socket).
+  bool streamed(uint64_t size) const { return size > 0 && size >= cfg_.inlineBytes; }
   void startStreams(Request* r);
   Status failure();
   Status startWorkers();
@@ -241,6 +249,8 @@ class Comm {
   SockAddr peer_;
   Socket ctrl_;
   std::atomic<bool> ctrlInject_{false};  // TEST_injectReset(0)
+  // The control socket would block in the comm's direction; see refreshReadiness.
+  bool ctrlBlocked_ = false;
   std::vector<std::unique_ptr<Stream>> streams_;
   std::vector<std::unique_ptr<Worker>> workers_;
   Request reqs_[NCCL_NET_MAX_REQUESTS];

@@ -151,8 +151,10 @@ void Comm::detachSockets() {
   driverFd_.store(-1, std::memory_order_release);
   ctrl_.close();
   ctrlInject_.store(false);
+  ctrlBlocked_ = false;
   for (auto& s : streams_) {
     s->sock.close();
+    s->blocked = false;
     s->queue.clear();
     s->hasCur = false;
     s->curDone = 0;

@@ -6,7 +6,8 @@
 // Receives complete in posting order, so the count always covers exactly
 // what test() reported. The sender keeps every message until acknowledged:
 //  - an inline message (< FERRY_NET_SOCKET_INLINE_BYTES) is copied aside
-//    once written and its send completes then, as without retry; so the
+//    once written (while the copies stay within kShadowBudgetBytes) and its
+//    send completes then, as without retry; so the
 //    receiver acks lazily (every kLazyAcks messages or kLazyAckMs): an ack
 //    per small message cost 50-150% of a small AllReduce's time on the
 //    2-core test machine (perf/net_retry_cost), the ack, not its wait, being
@@ -65,6 +66,11 @@ struct RetryLink {
   Request shadows[NCCL_NET_MAX_REQUESTS];
   std::vector<char> shadowBytes[NCCL_NET_MAX_REQUESTS];
   int shadowsInUse = 0;
+  // Copies stop at this many bytes (inline messages reach 1 MiB by default);
+  // beyond it a send waits for its ack (lazy: up to kLazyAckMs).
+  static constexpr size_t kShadowBudgetBytes = size_t(8) << 20;
+  size_t shadowBytesInUse = 0;
+  bool ackWanted = false;  // send: a send waits for an ack, for want of budget
   int ackWaiters = 0;  // send: live unacknowledged streamed messages (no copy)
   bool isShadow(const Request* r) const { return r >= shadows && r < shadows + NCCL_NET_MAX_REQUESTS; }
 

@@ -31,13 +31,17 @@ Status pump(Worker& w, Stream& s, bool send, bool* moved) {
   if (s.injectReset.load(std::memory_order_relaxed) && s.injectReset.exchange(false)) {
     return resetForTest(s.sock);
   }
+  // The caller drives (no thread): a socket that would block waits for
+  // poll() to call it ready (Comm::refreshReadiness).
+  bool caller = w.wakeFd < 0;
   // Checking stop here bounds closeSend/closeRecv even while a peer keeps draining.
-  while (!w.stop.load(std::memory_order_relaxed) && (s.hasCur || takeNext(w, s))) {
+  while (!w.stop.load(std::memory_order_relaxed) && !(caller && s.blocked) && (s.hasCur || takeNext(w, s))) {
     size_t left = s.cur.len - s.curDone;
     if (left > 0) {
       char* p = s.cur.ptr + s.curDone;
       Result<size_t> n = send ? sendSome(s.sock, p, left) : recvSome(s.sock, p, left);
       if (!n.isOk()) return n.status();
+      s.blocked = caller && n.value() < left;
       if (n.value() == 0) return Status::ok();
       s.curDone += n.value();
       *moved = true;

@@ -74,7 +74,7 @@ TEST(NetSocket, ThreadAndSocketCountsAreClamped) {
     const char* socks;
     int wantThreads, wantSocks;
   } cases[] = {{"1", "1", 1, 1}, {"0", "3", 0, 3}, {"4", "4", 4, 4}, {"20", "1", 16, 1},
-               {"-1", "2", 0, 2}, {"16", "8", 16, 4}, {"2", "0", 2, 1}, {"0", "100", 0, 64}};
+               {"-1", "2", 0, 2}, {"0", "-1", 0, 2}, {"3", "-1", 3, 1}, {"16", "8", 16, 4}, {"2", "0", 2, 1}, {"0", "100", 0, 64}};
   for (const Case& c : cases) {
     Env t("NCCL_SOCKET_NTHREADS", c.threads);
     Env s("NCCL_NSOCKS_PERTHREAD", c.socks);
@@ -127,7 +127,8 @@ TEST_P(NetSocketExchange, ExactBytesEverySize) {
   Env nsocks("NCCL_NSOCKS_PERTHREAD", std::to_string(socks));
   Pair p;
   ASSERT_EQ(connectPair(p), "");
-  const size_t sizes[] = {0, 1, 4095, 1 << 20, 64u << 20, 65536, 65535, 3 * 65536 + 7};
+  // Inline (< 1 MiB, the default) and streamed sizes, both sides of the line.
+  const size_t sizes[] = {0, 1, 4095, 1 << 20, 64u << 20, 65536, 65535, 3 * 65536 + 7, (1 << 20) - 1};
   std::vector<std::vector<char>> out;
   for (size_t i = 0; i < std::size(sizes); ++i) out.push_back(pattern(sizes[i], static_cast<int>(i)));
   ncclResult_t sendRc = ncclSuccess;

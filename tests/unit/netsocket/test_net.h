@@ -26,15 +26,17 @@ class Env {
 };
 
 // The Socket network on IPv4 loopback, warnings only, for the scope: helper
-// threads (nullopt: unset, the default) and the retry window.
+// threads (nullopt: unset, the default) and the retry window. Messages from
+// 64 KiB on are streamed (the retry tests mix inline and streamed ones).
 struct LoopbackEnv {
   LoopbackEnv(std::optional<std::string> nthreads, const std::string& retryMs)
       : ifname("NCCL_SOCKET_IFNAME", "lo"),
         family("NCCL_SOCKET_FAMILY", "AF_INET"),
         threads("NCCL_SOCKET_NTHREADS", std::move(nthreads)),
         retry("FERRY_NET_RETRY_MS", retryMs),
+        inlineBytes("FERRY_NET_SOCKET_INLINE_BYTES", "65536"),
         debug("NCCL_DEBUG", "WARN") {}
-  Env ifname, family, threads, retry, debug;
+  Env ifname, family, threads, retry, inlineBytes, debug;
 };
 
 bool ipv6LoopbackUsable();
