@@ -7,11 +7,11 @@
 
 namespace ferry::netsocket {
 
-// The sender reads acks only when it needs them: a streamed send waits for
+// The sender reads acks only when it needs them: a send without a copy waits for
 // one, or the copies pile up (a syscall per call otherwise, for nothing).
 bool Comm::ackDue() const {
   const RetryLink& k = *retry_;
-  return k.readAnyway || k.ackWaiters > 0 || k.ackWanted || k.shadowsInUse >= RetryLink::kLazyAcks;
+  return k.readAnyway || k.ackWaiters > 0 || k.shadowsInUse >= RetryLink::kLazyAcks;
 }
 
 Status Comm::readAcks() {
@@ -54,16 +54,14 @@ Status Comm::takeAck(uint64_t v) {
 // Acknowledged up to `count`: the copies below it are free again.
 void Comm::confirm(uint64_t count) {
   RetryLink& k = *retry_;
-  if (count > k.confirmed) k.ackWanted = false;
   for (; k.confirmed < count; ++k.confirmed) {
     Request* r = k.bySeq[k.confirmed % RetryLink::kRing];
     if (!k.isShadow(r)) {
-      if (streamed(r->size)) k.ackWaiters--;
+      if (!copied(r->size)) k.ackWaiters--;
       continue;
     }
     r->phase = Phase::kFree;
     k.shadowsInUse--;
-    k.shadowBytesInUse -= r->size;
   }
 }
 
@@ -76,15 +74,12 @@ bool Comm::sendDone(Request* r) {
   // Acknowledged implies every chunk went out; reading chunksLeft as well
   // orders the helper threads' last send() before the caller reuses the buffer.
   if (r->seq < k.confirmed) return r->transferred();
-  if (r->phase != Phase::kDone || streamed(r->size) || peerClosed_) return false;
+  if (r->phase != Phase::kDone || !copied(r->size) || peerClosed_) return false;
   Request* s = nullptr;
   for (size_t i = 0; i < NCCL_NET_MAX_REQUESTS && !s; ++i) {
     if (k.shadows[i].phase == Phase::kFree) s = &k.shadows[i];
   }
-  if (!s || k.shadowBytesInUse + r->size > RetryLink::kShadowBudgetBytes) {
-    k.ackWanted = true;  // no copy: this one waits for its ack
-    return false;
-  }
+  if (!s) return false;  // all in use: this one waits for its ack
   std::vector<char>& bytes = k.shadowBytes[s - k.shadows];
   bytes.assign(r->data, r->data + r->size);
   s->comm = this;
@@ -94,7 +89,6 @@ bool Comm::sendDone(Request* r) {
   s->phase = Phase::kDone;
   k.bySeq[r->seq % RetryLink::kRing] = s;
   k.shadowsInUse++;
-  k.shadowBytesInUse += r->size;
   return true;
 }
 
@@ -104,13 +98,13 @@ void Comm::advanceReceived() {
     Request* r = k.bySeq[k.confirmed % RetryLink::kRing];
     if (!r->transferred()) break;
     if (k.confirmed == k.ackSent) k.firstUnackedMs = nowMs();
-    // The sender waits for the ack of a streamed message (it has no copy).
-    if (streamed(r->size)) k.ackNow = true;
+    // The sender waits for the ack of a large message (it has no copy).
+    if (!copied(r->size)) k.ackNow = true;
     k.confirmed++;
   }
 }
 
-// Acks are lazy: one per kLazyAcks messages, at once for a streamed message
+// Acks are lazy: one per kLazyAcks messages, at once for a message without a copy
 // (its send waits for it), or after kLazyAckMs; each the newest count.
 Status Comm::writeAcks() {
   RetryLink& k = *retry_;

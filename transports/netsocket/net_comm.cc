@@ -178,7 +178,7 @@ Status Comm::post(void* data, size_t size, Request** out) {
   if (retry_) {
     r->seq = retry_->posted++;
     retry_->bySeq[r->seq % RetryLink::kRing] = r;
-    if (send_ && streamed(size)) retry_->ackWaiters++;
+    if (send_ && !copied(size)) retry_->ackWaiters++;
   }
   ctrlQueue_.push_back(r);
   *out = r;

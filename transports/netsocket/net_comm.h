@@ -206,6 +206,12 @@ class Comm {
   Status refreshReadiness();
   // A message this size goes over the data streams (else inline, on the control socket).
   bool streamed(uint64_t size) const { return size > 0 && size >= cfg_.inlineBytes; }
+  // Retry on: a send of this size completes once written and copied aside,
+  // a larger one once acknowledged. A copy of a large message costs more
+  // than waiting for its ack (AllReduce 512 KiB-8 MiB +16-44% copied, within
+  // noise acknowledged: perf/README.md, net_retry_cost).
+  static constexpr uint64_t kCopyBelow = 64 * 1024;
+  bool copied(uint64_t size) const { return !streamed(size) && size < kCopyBelow; }
   void startStreams(Request* r);
   Status failure();
   Status startWorkers();

@@ -5,16 +5,16 @@
 // sender, the count of messages it holds completely (8 bytes, cumulative).
 // Receives complete in posting order, so the count always covers exactly
 // what test() reported. The sender keeps every message until acknowledged:
-//  - an inline message (< FERRY_NET_SOCKET_INLINE_BYTES) is copied aside
-//    once written (while the copies stay within kShadowBudgetBytes) and its
-//    send completes then, as without retry; so the
+//  - a small inline message (< 64 KiB, Comm::copied) is copied aside once
+//    written and its send completes then, as without retry; so the
 //    receiver acks lazily (every kLazyAcks messages or kLazyAckMs): an ack
 //    per small message cost 50-150% of a small AllReduce's time on the
 //    2-core test machine (perf/net_retry_cost), the ack, not its wait, being
 //    the cost. A copy lost in a break while the caller makes no calls (its
 //    sends completed) is resent by the Driver (net_driver.h);
-//  - a streamed message is not copied (a memcpy of up to the whole message):
-//    its send completes once acknowledged, and its ack is sent at once.
+//  - a larger message (inline up to 1 MiB, or streamed) is not copied (a
+//    memcpy of the whole message costs more than the wait): its send
+//    completes once acknowledged, and its ack is sent at once.
 // A break: a socket of the connection fails with a peer/network error
 // (reset, broken pipe, abort, timeout, unreachable, or an end of stream
 // that no "bye" announced). Both ends WARN once, stop their helper threads
@@ -66,12 +66,7 @@ struct RetryLink {
   Request shadows[NCCL_NET_MAX_REQUESTS];
   std::vector<char> shadowBytes[NCCL_NET_MAX_REQUESTS];
   int shadowsInUse = 0;
-  // Copies stop at this many bytes (inline messages reach 1 MiB by default);
-  // beyond it a send waits for its ack (lazy: up to kLazyAckMs).
-  static constexpr size_t kShadowBudgetBytes = size_t(8) << 20;
-  size_t shadowBytesInUse = 0;
-  bool ackWanted = false;  // send: a send waits for an ack, for want of budget
-  int ackWaiters = 0;  // send: live unacknowledged streamed messages (no copy)
+  int ackWaiters = 0;  // send: live unacknowledged messages without a copy
   bool isShadow(const Request* r) const { return r >= shadows && r < shadows + NCCL_NET_MAX_REQUESTS; }
 
   // Receiver -> sender bytes on the control socket: a reply, then acks.
@@ -80,7 +75,7 @@ struct RetryLink {
   size_t outDone = 0;
   uint64_t ackSent = 0;
   int64_t firstUnackedMs = 0;  // when the oldest unacknowledged message completed
-  bool ackNow = false;         // a streamed message completed: its sender waits
+  bool ackNow = false;         // a message without a copy completed: its sender waits
   // Sender: ack bytes read and not yet taken.
   char in[64] = {};
   size_t inLen = 0;
