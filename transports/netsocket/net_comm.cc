@@ -190,7 +190,8 @@ Status Comm::post(void* data, size_t size, Request** out) {
 
 void Comm::startStreams(Request* r) {
   size_t n = streams_.size();
-  size_t chunk = std::max<size_t>(kMinChunkBytes, (r->size + n - 1) / n);
+  size_t least = cfg_.nThreads == 0 ? kMinChunkBytesCaller : kMinChunkBytes;
+  size_t chunk = std::max<size_t>(least, (r->size + n - 1) / n);
   size_t nChunks = (r->size + chunk - 1) / chunk;
   r->chunksLeft.store(static_cast<int>(nChunks), std::memory_order_release);
   r->phase = Phase::kStreams;

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <deque>
 #include <functional>
-#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -128,12 +127,9 @@ netsocket::Comm* comm(void* c) { return static_cast<netsocket::Comm*>(c); }
 // (threads, which end is reset: 0 send / 1 recv, socket: 0 control / 1 data)
 class NetSocketRetry : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
 
-// `inlineDefault`: the default inline size (1 MiB) instead of 64 KiB, so
-// messages of 64 KiB and more go inline yet wait for their acks (no copy).
-void resetMidStream(int threads, int end, int sock, bool inlineDefault) {
+TEST_P(NetSocketRetry, ResetMidStreamEveryMessageOnceInOrder) {
+  auto [threads, end, sock] = GetParam();
   LoopbackEnv env(std::to_string(threads), "10000");
-  std::optional<Env> inl;
-  if (inlineDefault) inl.emplace("FERRY_NET_SOCKET_INLINE_BYTES", std::nullopt);
   Pair p;
   ASSERT_EQ(connectPair(p), "");
   // As NCCL may: the listen comm goes right after accept; resumes still arrive.
@@ -159,14 +155,6 @@ void resetMidStream(int threads, int end, int sock, bool inlineDefault) {
   s.join();
   EXPECT_EQ(a, b);
 }
-
-TEST_P(NetSocketRetry, ResetMidStreamEveryMessageOnceInOrder) {
-  auto [threads, end, sock] = GetParam();
-  resetMidStream(threads, end, sock, false);
-}
-
-TEST(NetSocketRetryDefaultInline, ResetSenderCtrlEveryMessageOnceInOrder) { resetMidStream(0, 0, 0, true); }
-TEST(NetSocketRetryDefaultInline, ResetReceiverCtrlEveryMessageOnceInOrder) { resetMidStream(0, 1, 0, true); }
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, NetSocketRetry,

@@ -127,7 +127,8 @@ TEST_P(NetSocketExchange, ExactBytesEverySize) {
   Env nsocks("NCCL_NSOCKS_PERTHREAD", std::to_string(socks));
   Pair p;
   ASSERT_EQ(connectPair(p), "");
-  // Inline (< 1 MiB, the default) and streamed sizes, both sides of the line.
+  // Inline (< 64 KiB) and streamed sizes, whole on one stream (< 1 MiB with
+  // the caller moving the data) and split.
   const size_t sizes[] = {0, 1, 4095, 1 << 20, 64u << 20, 65536, 65535, 3 * 65536 + 7, (1 << 20) - 1};
   std::vector<std::vector<char>> out;
   for (size_t i = 0; i < std::size(sizes); ++i) out.push_back(pattern(sizes[i], static_cast<int>(i)));

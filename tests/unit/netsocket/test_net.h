@@ -27,7 +27,7 @@ class Env {
 
 // The Socket network on IPv4 loopback, warnings only, for the scope: helper
 // threads (nullopt: unset, the default) and the retry window. Messages from
-// 64 KiB on are streamed (the retry tests mix inline and streamed ones).
+// 64 KiB on are streamed (the default; the retry tests rely on it).
 struct LoopbackEnv {
   LoopbackEnv(std::optional<std::string> nthreads, const std::string& retryMs)
       : ifname("NCCL_SOCKET_IFNAME", "lo"),
