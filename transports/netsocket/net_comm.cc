@@ -214,7 +214,7 @@ void Comm::startStreams(Request* r) {
 // the data streams once its header is out.
 Status Comm::sendCtrl(bool* moved) {
   constexpr int kMaxIov = 16;
-  while (!ctrlQueue_.empty() && !peerClosed_) {
+  while (!ctrlQueue_.empty() && !peerClosed_ && !ctrlBlocked_) {
     iovec iov[kMaxIov];
     int n = 0;
     size_t want = 0;
@@ -229,6 +229,7 @@ Status Comm::sendCtrl(bool* moved) {
     }
     for (int i = 0; i < n; ++i) want += iov[i].iov_len;
     FERRY_ASSIGN(size_t sent, sendSomeV(ctrl_, iov, n));
+    ctrlBlocked_ = sent < want;  // the socket is full
     if (sent == 0) return Status::ok();
     *moved = true;
     size_t left = sent;
@@ -251,7 +252,6 @@ Status Comm::sendCtrl(bool* moved) {
            (ctrlQueue_.front()->phase == Phase::kDone || ctrlQueue_.front()->phase == Phase::kStreams)) {
       ctrlQueue_.pop_front();
     }
-    if (sent < want) return Status::ok();  // the socket is full
   }
   return Status::ok();
 }
@@ -331,22 +331,19 @@ Status Comm::recvCtrl(bool* moved) {
 
 Status Comm::progress() { return retry_ ? progressRetry() : pump(); }
 
-// Receiving: a socket whose last read came up short is read again only once
-// poll() says it has data. Polling takes no socket lock, where a recv() that
-// finds nothing does, and a caller spinning on test() would otherwise
-// contend with the kernel filling that socket (bidirectional 64 MiB
-// streams: ~16k such calls per GB). Not for sending: POLLOUT waits for a
-// third of the send buffer to be free, and a sender that waited for it
-// starved mid-size transfers through the collectives (SendRecv 128-512 KiB
-// 1.1-1.4x slower), where retrying at once refills the socket.
+// A socket whose last attempt would have blocked is tried again only once
+// poll() says it is ready. Polling takes no socket lock, where a send() or
+// recv() that finds nothing to do does, and a caller spinning on test()
+// would otherwise contend with the kernel filling or draining that socket
+// (bidirectional 64 MiB streams: ~16k such calls per GB).
 Status Comm::refreshReadiness() {
-  if (send_) return Status::ok();
   pollfd fds[kMaxStreams + 1];
   Stream* who[kMaxStreams + 1];
   int n = 0;
+  short ev = send_ ? POLLOUT : POLLIN;
   if (ctrlBlocked_ && !ctrlQueue_.empty()) {
     who[n] = nullptr;
-    fds[n++] = {ctrl_.fd(), POLLIN, 0};
+    fds[n++] = {ctrl_.fd(), ev, 0};
   }
   if (cfg_.nThreads == 0) {
     Worker& w = *workers_[0];
@@ -354,7 +351,7 @@ Status Comm::refreshReadiness() {
     for (auto& s : streams_) {
       if (!s->blocked || (!s->hasCur && s->queue.empty())) continue;
       who[n] = s.get();
-      fds[n++] = {s->sock.fd(), POLLIN, 0};
+      fds[n++] = {s->sock.fd(), ev, 0};
     }
   }
   if (n == 0) return Status::ok();

@@ -128,8 +128,8 @@ struct Stream {
   Chunk cur;                // touched by the owner only
   size_t curDone = 0;
   bool hasCur = false;
-  // Caller-driven (0 threads), receiving: the last read came up short;
-  // poll() says when to try again (net_comm.cc, refreshReadiness).
+  // Caller-driven (0 threads): the last attempt would have blocked; poll()
+  // says when to try again (net_comm.cc, refreshReadiness).
   bool blocked = false;
   std::atomic<bool> injectReset{false};  // test hook: the owner resets the socket
 };
@@ -260,7 +260,7 @@ class Comm {
   SockAddr peer_;
   Socket ctrl_;
   std::atomic<bool> ctrlInject_{false};  // TEST_injectReset(0)
-  // Receiving: the control socket came up short; see refreshReadiness.
+  // The control socket would block in the comm's direction; see refreshReadiness.
   bool ctrlBlocked_ = false;
   std::vector<std::unique_ptr<Stream>> streams_;
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -31,9 +31,9 @@ Status pump(Worker& w, Stream& s, bool send, bool* moved) {
   if (s.injectReset.load(std::memory_order_relaxed) && s.injectReset.exchange(false)) {
     return resetForTest(s.sock);
   }
-  // The caller drives (no thread): a receiving socket that came up short
-  // waits for poll() to call it ready (Comm::refreshReadiness).
-  bool caller = w.wakeFd < 0 && !send;
+  // The caller drives (no thread): a socket that would block waits for
+  // poll() to call it ready (Comm::refreshReadiness).
+  bool caller = w.wakeFd < 0;
   // Checking stop here bounds closeSend/closeRecv even while a peer keeps draining.
   while (!w.stop.load(std::memory_order_relaxed) && !(caller && s.blocked) && (s.hasCur || takeNext(w, s))) {
     size_t left = s.cur.len - s.curDone;
