@@ -222,12 +222,13 @@ Status Comm::sendCtrl(bool* moved) {
       if (n + 2 > kMaxIov) break;
       if (r->hdrDone < sizeof(r->size)) {
         iov[n++] = {reinterpret_cast<char*>(&r->size) + r->hdrDone, sizeof(r->size) - r->hdrDone};
+        want += iov[n - 1].iov_len;
       }
       if (!streamed(r->size) && r->inlineDone < r->size) {
         iov[n++] = {r->data + r->inlineDone, r->size - r->inlineDone};
+        want += iov[n - 1].iov_len;
       }
     }
-    for (int i = 0; i < n; ++i) want += iov[i].iov_len;
     FERRY_ASSIGN(size_t sent, sendSomeV(ctrl_, iov, n));
     ctrlBlocked_ = sent < want;  // the socket is full
     if (sent == 0) return Status::ok();
@@ -310,12 +311,14 @@ Status Comm::recvCtrl(bool* moved) {
       iovec iov[2];
       iov[0] = {r->data + r->inlineDone, r->size - r->inlineDone};
       int n = 1;
+      size_t want = iov[0].iov_len;
       Request* next = ctrlQueue_.size() > 1 ? ctrlQueue_[1] : nullptr;
       if (next && next->phase == Phase::kHeader && next->hdrDone < sizeof(next->size)) {
         iov[n++] = {reinterpret_cast<char*>(&next->size) + next->hdrDone, sizeof(next->size) - next->hdrDone};
+        want += iov[1].iov_len;
       }
       FERRY_ASSIGN(size_t got, recvSomeV(ctrl_, iov, n));
-      ctrlBlocked_ = got < iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);  // drained
+      ctrlBlocked_ = got < want;  // drained
       if (got == 0) return Status::ok();
       *moved = true;
       size_t d = std::min<size_t>(got, r->size - r->inlineDone);
@@ -345,7 +348,12 @@ Status Comm::refreshReadiness() {
     who[n] = nullptr;
     fds[n++] = {ctrl_.fd(), ev, 0};
   }
+  // `blocked` is the caller's own; the queue lock only for a blocked stream.
+  bool anyBlocked = false;
   if (cfg_.nThreads == 0) {
+    for (auto& s : streams_) anyBlocked = anyBlocked || s->blocked;
+  }
+  if (anyBlocked) {
     Worker& w = *workers_[0];
     std::lock_guard<std::mutex> lock(w.mu);
     for (auto& s : streams_) {

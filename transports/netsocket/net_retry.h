@@ -12,9 +12,9 @@
 //    2-core test machine (perf/net_retry_cost), the ack, not its wait, being
 //    the cost. A copy lost in a break while the caller makes no calls (its
 //    sends completed) is resent by the Driver (net_driver.h);
-//  - a larger message (inline up to 1 MiB, or streamed) is not copied (a
-//    memcpy of the whole message costs more than the wait): its send
-//    completes once acknowledged, and its ack is sent at once.
+//  - a larger message (streamed, or inline under a raised inline size) is
+//    not copied (a memcpy of the whole message costs more than the wait):
+//    its send completes once acknowledged, and its ack is sent at once.
 // A break: a socket of the connection fails with a peer/network error
 // (reset, broken pipe, abort, timeout, unreachable, or an end of stream
 // that no "bye" announced). Both ends WARN once, stop their helper threads
