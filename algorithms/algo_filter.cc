@@ -11,11 +11,17 @@
 namespace ferry {
 namespace {
 
-// NCCL's prefix spelling and order (ncclFunc_t for the five it can filter).
+// NCCL's prefix spelling and order (ncclFunc_t for the five it can filter),
+// then Ferry's extension: "AlltoAll:" (AlltoAll and ferryAlltoAllv), which
+// only a clause naming it restricts, so NCCL's meaning of an unprefixed
+// list (AlltoAll untouched) holds.
+constexpr int kNcclColls = 5;
 constexpr const char* kCollPrefixes[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter",
-                                         "AllReduce"};
+                                         "AllReduce", "AlltoAll"};
 constexpr CollKind kCollKinds[] = {CollKind::kBroadcast, CollKind::kReduce, CollKind::kAllGather,
-                                   CollKind::kReduceScatter, CollKind::kAllReduce};
+                                   CollKind::kReduceScatter, CollKind::kAllReduce,
+                                   CollKind::kAllToAll};
+static_assert(sizeof(kCollKinds) / sizeof(kCollKinds[0]) == 6, "CollFilter::kColls");
 
 // NCCL's algorithm names, accepted so an NCCL user's setting never fails
 // creation; "Ring" is also Ferry's.
@@ -44,7 +50,7 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 }
 
 int collIndex(CollKind k) {
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     if (kCollKinds[i] == k) return i;
   return -1;
 }
@@ -87,7 +93,7 @@ Result<CollFilter> CollFilter::parse(std::string_view value, std::span<const cha
         if (sameName(prefix, kCollPrefixes[i])) coll = i;
       if (coll < 0)
         return bad(var, value, "unknown collective \"" + std::string(prefix) +
-                                   "\" (Broadcast, Reduce, AllGather, ReduceScatter, AllReduce)");
+                                   "\" (Broadcast, Reduce, AllGather, ReduceScatter, AllReduce, AlltoAll)");
       if (list.empty())
         return bad(var, value, "empty list after \"" + std::string(prefix) + ":\"");
     } else if (!first) {
@@ -112,7 +118,7 @@ Result<CollFilter> CollFilter::parse(std::string_view value, std::span<const cha
     }
     uint32_t set = exclude ? f.all() & ~mask : mask;
     for (int i = 0; i < kColls; i++)
-      if (coll < 0 || coll == i) f.enabled_[i] = set;
+      if ((coll < 0 && i < kNcclColls) || coll == i) f.enabled_[i] = set;
   }
   return f;
 }

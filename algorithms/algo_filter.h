@@ -15,7 +15,9 @@
 // environment) instead of silently running something else.
 //
 // Collectives NCCL's syntax cannot name (AlltoAll, Gather, Scatter,
-// Send/Recv) are never restricted: NCCL_ALGO does not apply to them in NCCL.
+// Send/Recv) are not restricted by an unprefixed list: NCCL_ALGO does not
+// apply to them in NCCL. Ferry's extension: an "AlltoAll:" clause restricts
+// AlltoAll and ferryAlltoAllv (rail or direct), e.g. "AlltoAll:direct".
 #pragma once
 
 #include <array>
@@ -46,7 +48,7 @@ class CollFilter {
   bool unrestricted() const;
 
  private:
-  static constexpr int kColls = 5;  // NCCL's nameable collectives
+  static constexpr int kColls = 6;  // NCCL's nameable collectives and AlltoAll
   uint32_t all() const;
   int indexOf(std::string_view name) const;
 

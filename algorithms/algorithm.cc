@@ -61,6 +61,7 @@ const char* collName(CollKind k) {
     case CollKind::kGather: return "Gather";
     case CollKind::kScatter: return "Scatter";
     case CollKind::kSendRecv: return "SendRecv";
+    case CollKind::kAllToAllv: return "AlltoAllv";
   }
   return "?";
 }

@@ -3,6 +3,9 @@
 // registry (algorithm.cc) lists them by name; tests call them directly.
 #pragma once
 
+#include <cstddef>
+#include <vector>
+
 #include "algorithms/comm_view.h"
 #include "algorithms/schedule.h"
 
@@ -64,6 +67,23 @@ double hierCost(const CollArgs& a, const CommView& v);
 bool railSupports(const CollArgs& a, const CommView& v);
 Schedule railSchedule(const CollArgs& a, const CommView& v);
 double railCost(const CollArgs& a, const CommView& v);
+// The remote hosts in the order every rank of host h visits them.
+std::vector<int> railRemoteOrder(int h, int H);
+
+// rail_alltoallv.cc: AlltoAllv with per-pair sizes on the same two phases
+// (the whole byte matrix is known to every rank; see AlltoAllvMatrix).
+struct AlltoAllvMatrix {
+  int n = 0;
+  std::vector<size_t> bytes;             // [src * n + dst]
+  std::vector<size_t> sendOff, recvOff;  // this rank's blocks: byte offsets in input / output
+  size_t at(int src, int dst) const { return bytes[static_cast<size_t>(src) * n + dst]; }
+};
+// The shape rail needs: >= 2 hosts of the same number (>= 2) of ranks.
+bool railvSupports(const CommView& v);
+Schedule railvSchedule(int rank, const CommView& v, const AlltoAllvMatrix& m);
+// The same exchange as one hop per pair (a point-to-point batch, buffer
+// 0 = input, 1 = output): what runs when rail does not pay.
+Schedule directvSchedule(int rank, const AlltoAllvMatrix& m);
 
 // pat.cc: AllGather and ReduceScatter in ceil(log2 n) aggregated
 // dissemination steps (Bruck), for one rank per host at scale.

@@ -29,14 +29,6 @@
 namespace ferry {
 namespace {
 
-// Remote hosts in the order every rank of host h uses (senders and the rail
-// lane must agree): h+1, h+2, ... so that hosts do not all hit host 0 first.
-std::vector<int> remoteOrder(int h, int H) {
-  std::vector<int> o;
-  for (int k = 1; k < H; ++k) o.push_back((h + k) % H);
-  return o;
-}
-
 bool consecutive(const std::vector<int>& ranks) {
   for (size_t j = 1; j < ranks.size(); ++j)
     if (ranks[j] != ranks[j - 1] + 1) return false;
@@ -44,6 +36,14 @@ bool consecutive(const std::vector<int>& ranks) {
 }
 
 }  // namespace
+
+// Senders and the rail lane must agree on it; h+1, h+2, ... so that hosts
+// do not all hit host 0 first.
+std::vector<int> railRemoteOrder(int h, int H) {
+  std::vector<int> o;
+  for (int k = 1; k < H; ++k) o.push_back((h + k) % H);
+  return o;
+}
 
 bool railSupports(const CollArgs& a, const CommView& v) {
   return a.kind == CollKind::kAllToAll && v.nHosts() >= 2 && v.uniformHosts() && v.hostRanks[0].size() >= 2;
@@ -57,7 +57,7 @@ Schedule railSchedule(const CollArgs& a, const CommView& v) {
   const int H = v.nHosts(), L = static_cast<int>(v.hostRanks[0].size());
   const std::vector<int>& mine = v.hostRanks[h];
   auto rankAt = [&](int host, int local) { return v.hostRanks[host][local]; };
-  std::vector<int> order = remoteOrder(h, H);
+  std::vector<int> order = railRemoteOrder(h, H);
   // Our blocks sit side by side in a receiver's output when our ranks are
   // consecutive: then each remote host gets them as one message.
   const bool oneMessage = consecutive(mine);

@@ -26,6 +26,7 @@ namespace ferry {
 enum class CollKind : uint8_t {
   kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kGather, kScatter,
   kSendRecv,  // a batch of point-to-point operations from one group
+  kAllToAllv,  // ferryAlltoAllv (src/comm/alltoallv_call.h), never costed as such
 };
 const char* collName(CollKind k);
 

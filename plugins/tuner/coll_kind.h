@@ -25,6 +25,7 @@ inline std::optional<ncclFunc_t> toNcclFunc(CollKind kind) {
     case CollKind::kGather: return ncclFuncGather;
     case CollKind::kScatter: return ncclFuncScatter;
     case CollKind::kSendRecv: return std::nullopt;
+    case CollKind::kAllToAllv: return std::nullopt;
   }
   return std::nullopt;
 }

@@ -1,13 +1,18 @@
 // ferryAlltoAllv: Ferry's AlltoAllv extension (counts and displacements in
-// elements, as RCCL's ncclAllToAllv), built as one group of ncclSend and
-// ncclRecv so it inherits the p2p engine's ordering, deadlines and aborts.
+// elements, as RCCL's ncclAllToAllv). On a communicator of >= 2 hosts with
+// the same number (>= 2) of ranks each, it runs as a collective: the counts
+// are gathered and the exchange runs on the rails when that pays
+// (src/comm/alltoallv_call.h). Elsewhere it is one group of ncclSend and
+// ncclRecv, inheriting the p2p engine's ordering, deadlines and aborts.
 #include <ferry/ferry.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "algorithms/builders.h"
 #include "api/edge.h"
+#include "comm/group.h"
 
 namespace ferry::api {
 namespace {
@@ -51,8 +56,10 @@ bool overlap(const void* a, Extent ea, const void* b, Extent eb) {
 
 Status validate(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
                 void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
-                ncclDataType_t datatype, ncclComm_t comm, int* nranks, size_t* elt) {
+                ncclDataType_t datatype, ncclComm_t comm, int* nranks, size_t* elt,
+                Comm** out) {
   FERRY_ASSIGN(Comm * c, readyComm(comm));
+  *out = c;
   FERRY_ASSIGN(kernels::DType t, checkType(datatype));
   *nranks = c->nranks();
   *elt = kernels::sizeOf(t);
@@ -65,6 +72,31 @@ Status validate(const void* sendbuff, const size_t* sendcounts, const size_t* sd
   return Status::ok();
 }
 
+// Gathering the counts costs 16 n^2 bytes per rank: above this many ranks
+// the matrix outweighs what aggregation saves.
+constexpr int kMaxGatherRanks = 256;
+
+bool collective(Comm* c) {
+  return c->nranks() <= kMaxGatherRanks && railvSupports(c->view());
+}
+
+Status submitCollective(Comm* c, const void* sendbuff, const size_t* sendcounts,
+                        const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+                        const size_t* rdispls, ncclDataType_t datatype, size_t elt) {
+  CollTask t;
+  t.comm = c;
+  t.args.kind = CollKind::kAllToAllv;
+  t.args.rank = c->rank();
+  t.args.nranks = c->nranks();
+  t.info.kind = CollKind::kAllToAllv;
+  t.info.count = static_cast<uint64_t>(c->nranks());
+  FERRY_ASSIGN(kernels::DType type, checkType(datatype));
+  t.info.dtype = static_cast<uint8_t>(type);
+  t.alltoallv = std::make_shared<AlltoAllvCall>(sendbuff, sendcounts, sdispls, recvbuff,
+                                                recvcounts, rdispls, c->nranks(), elt);
+  return enqueueColl(t);
+}
+
 }  // namespace
 }  // namespace ferry::api
 
@@ -75,11 +107,17 @@ extern "C" FERRY_API ncclResult_t ferryAlltoAllv(const void* sendbuff, const siz
                                                  cudaStream_t stream) {
   int n = 0;
   size_t elt = 0;
+  ferry::Comm* c = nullptr;
   ncclResult_t r = ferry::api::guard("ferryAlltoAllv", [&] {
     return ferry::api::validate(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
-                                datatype, comm, &n, &elt);
+                                datatype, comm, &n, &elt, &c);
   });
   if (r != ncclSuccess) return r;
+  if (ferry::api::collective(c))
+    return ferry::api::guard("ferryAlltoAllv", [&] {
+      return ferry::api::submitCollective(c, sendbuff, sendcounts, sdispls, recvbuff, recvcounts,
+                                          rdispls, datatype, elt);
+    });
   const auto* sb = static_cast<const unsigned char*>(sendbuff);
   auto* rb = static_cast<unsigned char*>(recvbuff);
   // The first failing call has logged its own WARN; the group still ends so

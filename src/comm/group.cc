@@ -55,6 +55,7 @@ struct Run {
   const char* name;
   OpInfo info;
   PeerMemory* peers = nullptr;  // symmetric windows (symmetric_bind.h)
+  AlltoAllvCall* alltoallv = nullptr;  // builds `exec` when the run starts
 };
 
 // The call's operation check, numbered in the order collectives run.
@@ -110,9 +111,27 @@ Result<Run> collRun(Comm* c, const CollTask& t, std::unique_ptr<mem::WindowBindi
              binding->get()};
 }
 
+// ferryAlltoAllv's two runs (alltoallv_call.h): the count exchange, then
+// the exchange itself, built once the counts are in.
+Status alltoallvRuns(CommWork* w, const CollTask& t) {
+  Comm* c = w->comm;
+  AlltoAllvCall* v = t.alltoallv.get();
+  FERRY_ASSIGN(Executor * counts, collExecutor(c, v->gatherArgs(c->rank())));
+  w->runs.push_back(Run{counts, v->gatherInput(), v->gatherOutput(), ReduceSpec{}, "AlltoAllv",
+                        collInfo(c, t), nullptr});
+  Run x{nullptr, nullptr, nullptr, ReduceSpec{}, "AlltoAllv", collInfo(c, t), nullptr};
+  x.alltoallv = v;
+  w->runs.push_back(x);
+  return Status::ok();
+}
+
 Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
   Comm* c = w->comm;
   for (const CollTask& t : colls) {
+    if (t.alltoallv) {
+      FERRY_TRY(alltoallvRuns(w, t));
+      continue;
+    }
     std::unique_ptr<mem::WindowBinding> b;
     FERRY_ASSIGN(Run r, collRun(c, t, &b));
     w->runs.push_back(r);
@@ -160,7 +179,19 @@ Status runExecutor(Comm* c, Executor& e, const char* name, const OpInfo& info) {
 }
 
 // Run one executor on its communicator; a failure is latched on the comm.
-Status runOne(Comm* c, const Run& r) {
+Status runOne(Comm* c, Run& r) {
+  if (r.alltoallv) {
+    // Counts that disagree are found by every rank alike: a usage error,
+    // not a failure of the communicator.
+    Result<Executor*> e = r.alltoallv->prepare(c);
+    if (!e.isOk()) {
+      Status st(e.status().code(), std::string(r.name) + " on rank " + std::to_string(c->rank()) +
+                                       ": " + e.status().message());
+      FERRY_WARN("%s", st.message().c_str());
+      return st;
+    }
+    r.exec = e.value();
+  }
   if (r.input || r.output) r.exec->rebind(r.input, r.output, r.reduce);
   r.exec->bindPeers(r.peers);
   Status st = runExecutor(c, *r.exec, r.name, r.info);
@@ -310,6 +341,14 @@ Status groupSimulateEnd(float* estimatedUs) {
 // Outside a group: one task on one communicator, without the group's
 // bookkeeping (this is the small-message latency path).
 Status enqueueColl(const CollTask& t) {
+  if (tGroup.depth == 0 && t.alltoallv) {
+    CommWork w{t.comm, {}, nullptr, Status(), {}};
+    FERRY_TRY(buildWork(&w, {t}, {}));
+    t.comm->enter();
+    runWork(&w);
+    t.comm->exit();
+    return w.result;
+  }
   if (tGroup.depth == 0) {
     Comm* c = t.comm;
     std::unique_ptr<mem::WindowBinding> binding;

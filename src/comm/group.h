@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "algorithms/schedule.h"
+#include "comm/alltoallv_call.h"
 #include "comm/comm.h"
 #include "core/status.h"
 #include "exec/executor.h"
@@ -31,6 +32,9 @@ struct CollTask {
   ReduceSpec reduce;
   OpInfo info;            // the call as every rank must agree on it (collSeq set at run time)
   std::shared_ptr<void> keepAlive;  // scratch the task owns (e.g. in-place AlltoAll input copy)
+  // ferryAlltoAllv on a rail-shaped communicator: a count exchange, then
+  // the exchange built from it (args and buffers above are unused).
+  std::shared_ptr<AlltoAllvCall> alltoallv;
 };
 
 struct P2pTask {

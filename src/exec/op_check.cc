@@ -13,7 +13,7 @@ const char* opName(uint8_t op) {
 }
 
 const char* kindName(uint8_t k) {
-  return k <= static_cast<uint8_t>(CollKind::kSendRecv) ? collName(static_cast<CollKind>(k)) : "?";
+  return k <= static_cast<uint8_t>(CollKind::kAllToAllv) ? collName(static_cast<CollKind>(k)) : "?";
 }
 
 bool sameOp(const OpDescriptor& a, const OpDescriptor& b) {

@@ -2,7 +2,10 @@
 // uneven counts (zeros included, self included), displacements with gaps
 // that must stay untouched, a call inside a user group, and the argument
 // checks (ncclInvalidArgument with a message naming the argument).
-// Usage: ferry_alltoallv_api_test NRANKS; exit 0 only when every check holds.
+// With NODES > 1 the ranks sit on that many simulated hosts (NCCL_HOSTID),
+// so the call runs as a collective (rail or direct, src/comm/alltoallv_call.h),
+// and a pair whose counts disagree must fail on every rank alike.
+// Usage: ferry_alltoallv_api_test NRANKS [NODES]; exit 0 only when every check holds.
 #include <ferry/ferry.h>
 #include <nccl.h>
 
@@ -10,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "tools/demo/fork_launch.h"
@@ -87,6 +91,21 @@ void expectInvalid(ncclResult_t r, ncclComm_t comm, int rank, const char* what, 
          std::string(what) + ": last error '" + (last ? last : "") + "' lacks '" + msg + "'");
 }
 
+// Rank 0 sends rank 1 one element more than rank 1 expects: with the
+// counts gathered, every rank must refuse the call, naming the pair.
+void mismatch(ncclComm_t comm, int rank, int n) {
+  Plan p = plan(rank, n);
+  if (rank == 0) p.sc[1] += 1;
+  std::vector<int32_t> send(p.sendLen + 2, 0), recv(p.recvLen + 1, kGap);
+  ncclResult_t r = ferryAlltoAllv(send.data(), p.sc.data(), p.sd.data(), recv.data(), p.rc.data(),
+                                  p.rd.data(), ncclInt32, comm, nullptr);
+  std::string want = "rank 0 sends " + std::to_string(countOf(0, 1) + 1) + " elements to rank 1";
+  expectInvalid(r, comm, rank, "mismatched counts", want.c_str());
+  size_t touched = 0;
+  for (int32_t v : recv) touched += v != kGap;
+  expect(touched == 0, rank, "mismatched counts: the receive buffer was written");
+}
+
 // Local argument checks: they fail before any communication, so every rank
 // runs them on its own.
 void badArguments(ncclComm_t comm, int rank, int n) {
@@ -122,8 +141,14 @@ void badArguments(ncclComm_t comm, int rank, int n) {
          rank, "all-zero counts with NULL buffers");
 }
 
+int nodes = 1;
+
 int rankBody(ferry::bench::RankContext& ctx) {
   const int rank = ctx.rank(), n = ctx.nranks();
+  if (nodes > 1) {
+    std::string host = "a2av-" + std::to_string(getppid()) + "-" + std::to_string(rank * nodes / n);
+    setenv("NCCL_HOSTID", host.c_str(), 1);
+  }
   ncclUniqueId id;
   if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) return 3;
   if (!(rank == 0 ? ctx.publish(&id, sizeof id) : ctx.receive(&id, sizeof id))) return 1;
@@ -132,6 +157,7 @@ int rankBody(ferry::bench::RankContext& ctx) {
   badArguments(comm, rank, n);
   exchange(comm, rank, n, false);
   exchange(comm, rank, n, true);
+  if (nodes > 1) mismatch(comm, rank, n);
   exchange(comm, rank, n, false);  // the comm is still usable after the failed calls
   ncclCommDestroy(comm);
   return failures == 0 ? 0 : 7;
@@ -141,11 +167,12 @@ int rankBody(ferry::bench::RankContext& ctx) {
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 3;
-  if (n < 1 || n > 16) {
-    std::fprintf(stderr, "usage: %s NRANKS (1..16)\n", argv[0]);
+  nodes = argc > 2 ? std::atoi(argv[2]) : 1;
+  if (n < 1 || n > 16 || nodes < 1 || n % nodes != 0) {
+    std::fprintf(stderr, "usage: %s NRANKS (1..16) [NODES dividing NRANKS]\n", argv[0]);
     return 255;
   }
   int rc = ferry::bench::forkLaunch(n, 60, rankBody);
-  std::printf("ferryAlltoAllv over %d ranks: %s\n", n, rc == 0 ? "OK" : "FAILED");
+  std::printf("ferryAlltoAllv over %d ranks on %d node(s): %s\n", n, nodes, rc == 0 ? "OK" : "FAILED");
   return rc;
 }

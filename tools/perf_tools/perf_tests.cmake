@@ -210,6 +210,27 @@ foreach(n 1 2 3 4)
   add_test(NAME perf_ferry_alltoallv_api_${n}ranks COMMAND ferry_alltoallv_api_test ${n})
   list(APPEND _a2av_tests perf_ferry_alltoallv_api_${n}ranks)
 endforeach()
+# On simulated hosts ferryAlltoAllv is a collective (counts gathered, pairs
+# checked): rail and direct forced in turn, and the TUNING log must show
+# every rank ran the forced one.
+foreach(shape "4;2" "6;3" "8;4")
+  list(GET shape 0 _n)
+  list(GET shape 1 _h)
+  foreach(algo rail direct)
+    set(_t perf_ferry_alltoallv_api_${_n}ranks_${_h}nodes_${algo})
+    set(_other rail)
+    if(algo STREQUAL "rail")
+      set(_other direct)
+    endif()
+    string(REPEAT "NCCL INFO AlltoAllv mean block [0-9]+ bytes: algorithm ${algo}.*" ${_n} _ran)
+    add_test(NAME ${_t} COMMAND ${CMAKE_COMMAND}
+      -DPERF_BIN=${CMAKE_COMMAND}
+      "-DPERF_ARGS=-E env NCCL_ALGO=AlltoAll:${algo} NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING $<TARGET_FILE:ferry_alltoallv_api_test> ${_n} ${_h}"
+      -DEXPECT_RC=0 "-DEXPECT_RE=${_ran}on ${_h} node.s.: OK" "-DREJECT_RE=algorithm ${_other}"
+      -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+    list(APPEND _a2av_tests ${_t})
+  endforeach()
+endforeach()
 set_tests_properties(${_a2av_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools")
 # Host buffers on request (the gtest covers a missing libcudart): one note line.
 add_test(NAME perf_host_buffers_env COMMAND ${CMAKE_COMMAND} -DPERF_BIN=${CMAKE_COMMAND}

@@ -1,5 +1,5 @@
 # cmake -DPERF_BIN=<binary> "-DPERF_ARGS=<args, space separated>"
-#       [-DEXPECT_RC=<code> "-DEXPECT_RE=<regex>"] -P run_check.cmake
+#       [-DEXPECT_RC=<code> "-DEXPECT_RE=<regex>"] ["-DREJECT_RE=<regex>"] -P run_check.cmake
 # By default a run must exit 0 AND print the clean footer (ctest's pass
 # regex alone would ignore the exit code).
 if(NOT DEFINED EXPECT_RC)
@@ -15,4 +15,7 @@ if(NOT rc STREQUAL "${EXPECT_RC}")
 endif()
 if(NOT "${out}${err}" MATCHES "${EXPECT_RE}")
   message(FATAL_ERROR "output does not match '${EXPECT_RE}'")
+endif()
+if(DEFINED REJECT_RE AND "${out}${err}" MATCHES "${REJECT_RE}")
+  message(FATAL_ERROR "output matches '${REJECT_RE}'")
 endif()
