@@ -148,8 +148,9 @@ Schedule directvSchedule(int rank, const AlltoAllvMatrix& m) {
     Lane send, recv;
     maybe(&send.steps, sendStep(p, {kInputBuf, m.sendOff[p]}, m.at(rank, p)));
     maybe(&recv.steps, recvStep(p, {kOutputBuf, m.recvOff[p]}, m.at(p, rank)));
-    if (!send.steps.empty()) out.lanes.push_back(std::move(send));
+    // Receives first, as p2pSchedule orders them.
     if (!recv.steps.empty()) out.lanes.push_back(std::move(recv));
+    if (!send.steps.empty()) out.lanes.push_back(std::move(send));
   }
   return out;
 }

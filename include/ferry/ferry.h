@@ -34,8 +34,13 @@ FERRY_API const char* ferryVersionString(void);
  * sdispls[p] of sendbuff to every peer p, and receives recvcounts[p]
  * elements from p at element rdispls[p] of recvbuff. Counts and
  * displacements are in elements of datatype, each array has one entry per
- * rank (as RCCL's ncclAllToAllv). Runs as one group of ncclSend/ncclRecv, so
- * it may itself be called inside ncclGroupStart/ncclGroupEnd.
+ * rank (as RCCL's ncclAllToAllv). It may be called inside
+ * ncclGroupStart/ncclGroupEnd. On a communicator of >= 2 hosts with the
+ * same number (>= 2) of ranks each it is a collective (every rank must call
+ * it): the counts are gathered, every pair's sendcount and recvcount must
+ * agree (else ncclInvalidArgument on every rank), and the exchange runs
+ * rail-local (docs/tuning.md) when that pays. Elsewhere it runs as one group
+ * of ncclSend/ncclRecv.
  * ncclInvalidArgument (with a WARN naming the argument) for a NULL array,
  * a NULL buffer with a nonzero count, or send and receive ranges that
  * overlap (in place is not supported). */

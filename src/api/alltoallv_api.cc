@@ -13,6 +13,7 @@
 #include "algorithms/builders.h"
 #include "api/edge.h"
 #include "comm/group.h"
+#include "core/config.h"
 
 namespace ferry::api {
 namespace {
@@ -77,7 +78,8 @@ Status validate(const void* sendbuff, const size_t* sendcounts, const size_t* sd
 constexpr int kMaxGatherRanks = 256;
 
 bool collective(Comm* c) {
-  return c->nranks() <= kMaxGatherRanks && railvSupports(c->view());
+  return c->nranks() <= kMaxGatherRanks && railvSupports(c->view()) &&
+         config::getBool(config::Param::kAlltoallvCollective);
 }
 
 Status submitCollective(Comm* c, const void* sendbuff, const size_t* sendcounts,

@@ -46,7 +46,7 @@ void expectInitFails(const char* var, const std::string& value, const std::strin
 
 TEST(MpAlgoEnv, BadAlgoFailsInitOnEveryRank) {
   expectInitFails("NCCL_ALGO", "bogus", "bogus");
-  expectInitFails("NCCL_ALGO", "allreduce:ring;alltoall:ring", "alltoall");
+  expectInitFails("NCCL_ALGO", "allreduce:ring;scatter:ring", "scatter");
   expectInitFails("NCCL_ALGO", "allreduce:ring;tree", "tree");
 }
 

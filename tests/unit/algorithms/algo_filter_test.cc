@@ -46,6 +46,31 @@ TEST(AlgoFilter, EmptyAllowsEverything) {
   EXPECT_TRUE(def.allows(kAR, "anything"));
 }
 
+// Ferry's extension: only an "AlltoAll:" clause restricts AlltoAll (and
+// so ferryAlltoAllv); NCCL's unprefixed list leaves it alone.
+TEST(AlgoFilter, AlltoAllOnlyByItsOwnClause) {
+  constexpr CollKind kA2A = CollKind::kAllToAll;
+  CollFilter plain = algo("ring");
+  EXPECT_TRUE(plain.allows(kA2A, "rail") && plain.allows(kA2A, "direct"));
+  EXPECT_FALSE(plain.allows(kAR, "direct"));
+  CollFilter only = algo("AlltoAll:direct");
+  EXPECT_TRUE(only.allows(kA2A, "direct"));
+  EXPECT_FALSE(only.allows(kA2A, "rail"));
+  EXPECT_TRUE(only.allows(kAR, "tree"));
+  CollFilter both = algo("ring;alltoall:^direct");
+  EXPECT_TRUE(both.allows(kA2A, "rail"));
+  EXPECT_FALSE(both.allows(kA2A, "direct"));
+  expectError("AlltoAllv:rail", "AlltoAllv");
+  // Selection follows it on a rail-shaped view.
+  CommView v = makeView({0, 0, 1, 1});
+  for (const char* name : {"rail", "direct"}) {
+    CollArgs a{kA2A, 0, 4, 0, 1000, 4, false};
+    Result<Choice> c = chooseAlgorithm(a, v, algo(std::string("AlltoAll:") + name));
+    ASSERT_TRUE(c.isOk());
+    EXPECT_STREQ(c.value().algo->name, name);
+  }
+}
+
 TEST(AlgoFilter, ListAppliesToEveryCollective) {
   CollFilter f = algo("Ring,Tree");
   EXPECT_FALSE(f.unrestricted());
@@ -128,7 +153,7 @@ TEST(AlgoFilter, ErrorsNameTheBadToken) {
   expectError("ring,Bogus", "Bogus");
   expectError("^ring, nope ", "nope");
   expectError("allreduce:ring;broadcast:splat", "splat");
-  expectError("alltoall:ring", "alltoall");     // not a prefix NCCL knows
+  expectError("gather:ring", "gather");         // not a prefix NCCL (or Ferry) knows
   expectError("allreduc:ring", "allreduc");
   expectError("allreduce:ring;tree", "tree");   // only the first clause may omit the prefix
   expectError("allreduce:", "allreduce:");
