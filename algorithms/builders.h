@@ -70,20 +70,18 @@ double railCost(const CollArgs& a, const CommView& v);
 // The remote hosts in the order every rank of host h visits them.
 std::vector<int> railRemoteOrder(int h, int H);
 
-// rail_alltoallv.cc: AlltoAllv with per-pair sizes on the same two phases
-// (the whole byte matrix is known to every rank; see AlltoAllvMatrix).
+// rail_alltoallv.cc: AlltoAllv with per-pair sizes on the same two phases,
+// from the entries of the byte matrix a rank knows (its row and column and
+// what its local peers send its rail peers: src/comm/alltoallv_call.h).
 struct AlltoAllvMatrix {
   int n = 0;
-  std::vector<size_t> bytes;             // [src * n + dst]
+  std::vector<size_t> bytes;             // [src * n + dst]; entries not needed may be 0
   std::vector<size_t> sendOff, recvOff;  // this rank's blocks: byte offsets in input / output
   size_t at(int src, int dst) const { return bytes[static_cast<size_t>(src) * n + dst]; }
 };
 // The shape rail needs: >= 2 hosts of the same number (>= 2) of ranks.
 bool railvSupports(const CommView& v);
 Schedule railvSchedule(int rank, const CommView& v, const AlltoAllvMatrix& m);
-// The same exchange as one hop per pair (a point-to-point batch, buffer
-// 0 = input, 1 = output): what runs when rail does not pay.
-Schedule directvSchedule(int rank, const AlltoAllvMatrix& m);
 
 // pat.cc: AllGather and ReduceScatter in ceil(log2 n) aggregated
 // dissemination steps (Bruck), for one rank per host at scale.

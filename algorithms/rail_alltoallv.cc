@@ -1,6 +1,7 @@
 // Rail-local AlltoAllv ("rail" with per-pair sizes): the two phases of
-// rail_alltoall.cc on a byte matrix every rank knows (the group engine
-// gathers the counts first: src/comm/alltoallv_call.h).
+// rail_alltoall.cc on the entries of the byte matrix a rank knows: its own
+// row and column, and what its local peers send its rail peers (swapped
+// over shared memory first: src/comm/alltoallv_call.h).
 //
 //  1. Transpose inside the host: rank (h, j) hands (h, i) its blocks for
 //     local rank i of every remote host, in railRemoteOrder, then its block
@@ -13,7 +14,8 @@
 //     otherwise in scratch and then copied out.
 //
 // Empty blocks and messages are skipped, identically on both ends since
-// both read the same matrix. Lanes are those of rail_alltoall.cc, so the
+// both read the same entries (a pair that disagrees fails the operation
+// check, op_check.h, or the count swap's check). Lanes are those of rail_alltoall.cc, so the
 // same argument shows nothing waits in a cycle.
 #include <cstdint>
 
@@ -136,21 +138,6 @@ Schedule railvSchedule(int rank, const CommView& v, const AlltoAllvMatrix& m) {
     if (g == s.h) continue;
     Lane got = receiveFromHost(s, g, m, &out);
     if (!got.steps.empty()) out.lanes.push_back(std::move(got));
-  }
-  return out;
-}
-
-Schedule directvSchedule(int rank, const AlltoAllvMatrix& m) {
-  Schedule out{"direct", {}};
-  maybe(&out.prologue, copyStep({kInputBuf, m.sendOff[rank]}, {kOutputBuf, m.recvOff[rank]}, m.at(rank, rank)));
-  for (int p = 0; p < m.n; ++p) {
-    if (p == rank) continue;
-    Lane send, recv;
-    maybe(&send.steps, sendStep(p, {kInputBuf, m.sendOff[p]}, m.at(rank, p)));
-    maybe(&recv.steps, recvStep(p, {kOutputBuf, m.recvOff[p]}, m.at(p, rank)));
-    // Receives first, as p2pSchedule orders them.
-    if (!recv.steps.empty()) out.lanes.push_back(std::move(recv));
-    if (!send.steps.empty()) out.lanes.push_back(std::move(send));
   }
   return out;
 }

@@ -35,12 +35,12 @@ FERRY_API const char* ferryVersionString(void);
  * elements from p at element rdispls[p] of recvbuff. Counts and
  * displacements are in elements of datatype, each array has one entry per
  * rank (as RCCL's ncclAllToAllv). It may be called inside
- * ncclGroupStart/ncclGroupEnd. On a communicator of >= 2 hosts with the
- * same number (>= 2) of ranks each it is a collective (every rank must call
- * it): the counts are gathered, every pair's sendcount and recvcount must
- * agree (else ncclInvalidArgument on every rank), and the exchange runs
- * rail-local (docs/tuning.md) when that pays. Elsewhere it runs as one group
- * of ncclSend/ncclRecv.
+ * ncclGroupStart/ncclGroupEnd. It runs as one group of ncclSend/ncclRecv,
+ * unless NCCL_ALGO="AlltoAll:rail" on a communicator of >= 2 hosts with the
+ * same number (>= 2) of ranks each: then it runs rail-local
+ * (docs/tuning.md), every rank must call it (a rank forwards its host's
+ * data for its rail), and counts that disagree fail it with
+ * ncclInvalidArgument naming the pair.
  * ncclInvalidArgument (with a WARN naming the argument) for a NULL array,
  * a NULL buffer with a nonzero count, or send and receive ranges that
  * overlap (in place is not supported). */

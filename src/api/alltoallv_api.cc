@@ -1,9 +1,9 @@
 // ferryAlltoAllv: Ferry's AlltoAllv extension (counts and displacements in
-// elements, as RCCL's ncclAllToAllv). On a communicator of >= 2 hosts with
-// the same number (>= 2) of ranks each, it runs as a collective: the counts
-// are gathered and the exchange runs on the rails when that pays
-// (src/comm/alltoallv_call.h). Elsewhere it is one group of ncclSend and
-// ncclRecv, inheriting the p2p engine's ordering, deadlines and aborts.
+// elements, as RCCL's ncclAllToAllv). With NCCL_ALGO="AlltoAll:rail" on a
+// communicator of >= 2 hosts with the same number (>= 2) of ranks each it
+// runs rail-local (src/comm/alltoallv_call.h). Otherwise it is one group of
+// ncclSend and ncclRecv, inheriting the p2p engine's ordering, deadlines
+// and aborts.
 #include <ferry/ferry.h>
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 #include "algorithms/builders.h"
 #include "api/edge.h"
 #include "comm/group.h"
-#include "core/config.h"
+#include "core/log.h"
 
 namespace ferry::api {
 namespace {
@@ -73,18 +73,20 @@ Status validate(const void* sendbuff, const size_t* sendcounts, const size_t* sd
   return Status::ok();
 }
 
-// Gathering the counts costs 16 n^2 bytes per rank: above this many ranks
-// the matrix outweighs what aggregation saves.
-constexpr int kMaxGatherRanks = 256;
-
-bool collective(Comm* c) {
-  return c->nranks() <= kMaxGatherRanks && railvSupports(c->view()) &&
-         config::getBool(config::Param::kAlltoallvCollective);
+// Rail-local when the shape allows it and NCCL_ALGO's AlltoAll clause
+// asks for rail: decided from what every rank knows alike (the counts are
+// not: choosing by size would need a global exchange, see
+// alltoallv_call.h). Off by default: rail wins with small blocks and loses
+// with mid-size ones (docs/tuning.md, perf/README.md).
+bool railLocal(Comm* c) {
+  const CollFilter& f = c->algoFilter();
+  return railvSupports(c->view()) && f.allows(CollKind::kAllToAll, "rail") &&
+         !f.allows(CollKind::kAllToAll, "direct");
 }
 
-Status submitCollective(Comm* c, const void* sendbuff, const size_t* sendcounts,
-                        const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
-                        const size_t* rdispls, ncclDataType_t datatype, size_t elt) {
+Status submitRail(Comm* c, const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+                  void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+                  ncclDataType_t datatype, size_t elt) {
   CollTask t;
   t.comm = c;
   t.args.kind = CollKind::kAllToAllv;
@@ -94,8 +96,8 @@ Status submitCollective(Comm* c, const void* sendbuff, const size_t* sendcounts,
   t.info.count = static_cast<uint64_t>(c->nranks());
   FERRY_ASSIGN(kernels::DType type, checkType(datatype));
   t.info.dtype = static_cast<uint8_t>(type);
-  t.alltoallv = std::make_shared<AlltoAllvCall>(sendbuff, sendcounts, sdispls, recvbuff,
-                                                recvcounts, rdispls, c->nranks(), elt);
+  t.alltoallv = std::make_shared<AlltoAllvCall>(c, sendbuff, sendcounts, sdispls, recvbuff,
+                                                recvcounts, rdispls, elt);
   return enqueueColl(t);
 }
 
@@ -115,10 +117,12 @@ extern "C" FERRY_API ncclResult_t ferryAlltoAllv(const void* sendbuff, const siz
                                 datatype, comm, &n, &elt, &c);
   });
   if (r != ncclSuccess) return r;
-  if (ferry::api::collective(c))
+  const bool rail = ferry::api::railLocal(c);
+  FERRY_INFO(ferry::log::kTuning, "AlltoAllv: algorithm %s", rail ? "rail" : "direct");
+  if (rail)
     return ferry::api::guard("ferryAlltoAllv", [&] {
-      return ferry::api::submitCollective(c, sendbuff, sendcounts, sdispls, recvbuff, recvcounts,
-                                          rdispls, datatype, elt);
+      return ferry::api::submitRail(c, sendbuff, sendcounts, sdispls, recvbuff, recvcounts,
+                                    rdispls, datatype, elt);
     });
   const auto* sb = static_cast<const unsigned char*>(sendbuff);
   auto* rb = static_cast<unsigned char*>(recvbuff);

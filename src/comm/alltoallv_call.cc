@@ -1,84 +1,90 @@
 #include "comm/alltoallv_call.h"
 
-#include <algorithm>
 #include <string>
 
 #include "algorithms/builders.h"
-#include "algorithms/tuner.h"
 #include "comm/comm.h"
 #include "core/log.h"
 
 namespace ferry {
+namespace {
 
-AlltoAllvCall::AlltoAllvCall(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
-                             void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
-                             int nranks, size_t elemSize)
-    : send_(sendbuff), recv_(recvbuff), n_(nranks), elt_(elemSize),
-      mine_(2 * static_cast<size_t>(nranks)), all_(2 * static_cast<size_t>(nranks) * nranks),
-      sdispls_(sdispls, sdispls + nranks), rdispls_(rdispls, rdispls + nranks) {
-  std::copy(sendcounts, sendcounts + nranks, mine_.begin());
-  std::copy(recvcounts, recvcounts + nranks, mine_.begin() + nranks);
+// The swap: H counts to and from every other local rank.
+Schedule swapSchedule(int me, const CommView& v) {
+  const int h = v.hostOf[me], H = v.nHosts();
+  const size_t bytes = sizeof(uint64_t) * H;
+  Schedule s{"countswap", {}};
+  const std::vector<int>& mine = v.hostRanks[h];
+  for (size_t j = 0; j < mine.size(); ++j) {
+    if (mine[j] == me) continue;
+    s.lanes.push_back(Lane{{recvStep(mine[j], {kOutputBuf, j * bytes}, bytes)}});
+    s.lanes.push_back(Lane{{sendStep(mine[j], {kInputBuf, j * bytes}, bytes)}});
+  }
+  return s;
 }
 
-CollArgs AlltoAllvCall::gatherArgs(int rank) const {
-  CollArgs a;
-  a.kind = CollKind::kAllGather;
-  a.rank = rank;
-  a.nranks = n_;
-  a.count = 2 * static_cast<size_t>(n_);
-  a.elemSize = sizeof(uint64_t);
-  return a;
+}  // namespace
+
+AlltoAllvCall::AlltoAllvCall(Comm* c, const void* sendbuff, const size_t* sendcounts,
+                             const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+                             const size_t* rdispls, size_t elemSize)
+    : send_(sendbuff), recv_(recvbuff), n_(c->nranks()), elt_(elemSize),
+      sendcounts_(sendcounts, sendcounts + n_), recvcounts_(recvcounts, recvcounts + n_),
+      sdispls_(sdispls, sdispls + n_), rdispls_(rdispls, rdispls + n_) {
+  const CommView& v = c->view();
+  const int H = v.nHosts(), L = static_cast<int>(v.hostRanks[0].size());
+  out_.assign(static_cast<size_t>(L) * H, 0);
+  in_.assign(out_.size(), 0);
+  for (int j = 0; j < L; ++j)
+    for (int g = 0; g < H; ++g) out_[j * H + g] = sendcounts_[v.hostRanks[g][j]];
+  swap_ = std::make_unique<Executor>(swapSchedule(c->rank(), v),
+                                     std::vector<void*>{out_.data(), in_.data()}, 1, ReduceSpec{},
+                                     c->execOptions());
 }
 
-Status AlltoAllvCall::checkPairs() const {
-  const size_t row = 2 * static_cast<size_t>(n_);
-  for (int s = 0; s < n_; ++s)
-    for (int d = 0; d < n_; ++d) {
-      uint64_t sent = all_[s * row + d], expected = all_[d * row + n_ + s];
-      if (sent == expected) continue;
-      return invalidArgument("rank " + std::to_string(s) + " sends " +
-                             std::to_string(sent) + " elements to rank " + std::to_string(d) +
-                             " (its sendcounts[" + std::to_string(d) + "]) but rank " +
-                             std::to_string(d) + " expects " + std::to_string(expected) +
-                             " (its recvcounts[" + std::to_string(s) +
-                             "]); every pair's counts must agree");
+// The entries of the byte matrix this rank's schedule reads: its own row
+// (sendcounts), its column (recvcounts) and what local peers send its rail
+// peers (swapped). Local pairs into this rank are checked both ways.
+Status AlltoAllvCall::fillMatrix(Comm* c, AlltoAllvMatrix* m) const {
+  const CommView& v = c->view();
+  const int me = c->rank(), h = v.hostOf[me], i = v.localRankOf[me], H = v.nHosts();
+  m->n = n_;
+  m->bytes.assign(static_cast<size_t>(n_) * n_, 0);
+  auto mismatch = [&](int src, uint64_t sent, uint64_t expected) {
+    return invalidArgument("rank " + std::to_string(src) + " sends " + std::to_string(sent) +
+                           " elements to rank " + std::to_string(me) + " (its sendcounts[" +
+                           std::to_string(me) + "]) but rank " + std::to_string(me) + " expects " +
+                           std::to_string(expected) + " (its recvcounts[" + std::to_string(src) +
+                           "]); every pair's counts must agree");
+  };
+  if (sendcounts_[me] != recvcounts_[me]) return mismatch(me, sendcounts_[me], recvcounts_[me]);
+  for (int p = 0; p < n_; ++p) {
+    m->bytes[static_cast<size_t>(me) * n_ + p] = sendcounts_[p] * elt_;
+    m->bytes[static_cast<size_t>(p) * n_ + me] = recvcounts_[p] * elt_;
+  }
+  const std::vector<int>& mine = v.hostRanks[h];
+  for (size_t j = 0; j < mine.size(); ++j) {
+    if (mine[j] == me) continue;
+    for (int g = 0; g < H; ++g) {
+      uint64_t count = in_[j * H + g];
+      int dst = v.hostRanks[g][i];
+      if (dst == me && count != recvcounts_[mine[j]]) return mismatch(mine[j], count, recvcounts_[mine[j]]);
+      m->bytes[static_cast<size_t>(mine[j]) * n_ + dst] = count * elt_;
     }
+  }
+  for (int p = 0; p < n_; ++p) {
+    m->sendOff.push_back(sdispls_[p] * elt_);
+    m->recvOff.push_back(rdispls_[p] * elt_);
+  }
   return Status::ok();
 }
 
 Result<Executor*> AlltoAllvCall::prepare(Comm* c) {
-  FERRY_TRY(checkPairs());
-  const int me = c->rank();
-  const size_t row = 2 * static_cast<size_t>(n_);
   AlltoAllvMatrix m;
-  m.n = n_;
-  m.bytes.resize(static_cast<size_t>(n_) * n_);
-  double total = 0;
-  for (int s = 0; s < n_; ++s)
-    for (int d = 0; d < n_; ++d) {
-      m.bytes[s * static_cast<size_t>(n_) + d] = all_[s * row + d] * elt_;
-      total += static_cast<double>(m.bytes[s * static_cast<size_t>(n_) + d]);
-    }
-  for (int p = 0; p < n_; ++p) {
-    m.sendOff.push_back(sdispls_[p] * elt_);
-    m.recvOff.push_back(rdispls_[p] * elt_);
-  }
-  // Every rank sees the same matrix, so every rank makes the same choice:
-  // the one an AlltoAll of the mean block gets (cost model, NCCL_ALGO, a
-  // tuner plugin).
-  CollArgs a;
-  a.kind = CollKind::kAllToAll;
-  a.rank = me;
-  a.nranks = n_;
-  a.elemSize = elt_;
-  a.count = std::max<size_t>(1, static_cast<size_t>(total / n_ / n_) / elt_);
-  Result<Choice> ch = chooseAlgorithm(a, c->view(), c->algoFilter(), c->externalTuner());
-  bool rail = ch.isOk() && std::string(ch.value().algo->name) == "rail" && railvSupports(c->view());
-  FERRY_INFO(log::kTuning, "AlltoAllv mean block %zu bytes: algorithm %s", a.count * elt_,
-             rail ? "rail" : "direct");
-  Schedule s = rail ? railvSchedule(me, c->view(), m) : directvSchedule(me, m);
-  std::vector<void*> bufs = {const_cast<void*>(send_), recv_};
-  exec_ = std::make_unique<Executor>(std::move(s), std::move(bufs), 1, ReduceSpec{}, c->execOptions());
+  FERRY_TRY(fillMatrix(c, &m));
+  exec_ = std::make_unique<Executor>(railvSchedule(c->rank(), c->view(), m),
+                                     std::vector<void*>{const_cast<void*>(send_), recv_}, 1,
+                                     ReduceSpec{}, c->execOptions());
   return exec_.get();
 }
 

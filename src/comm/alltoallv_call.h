@@ -1,14 +1,19 @@
-// One ferryAlltoAllv call on a communicator whose shape lets the rail
-// schedule run (algorithms/rail_alltoallv.cc): every rank's counts are
-// gathered first, so that each rank knows the whole byte matrix, then the
-// exchange is chosen and built from it.
+// One ferryAlltoAllv call run rail-local (algorithms/rail_alltoallv.cc) on a
+// communicator of >= 2 hosts with the same number (>= 2) of ranks each.
 //
-// Two runs in the group engine: an AllGather of each rank's [sendcounts |
-// recvcounts] (2n uint64 per rank), then this call's exchange. Knowing
-// every pair's counts also lets every rank check them: a pair whose
-// sendcount and recvcount differ fails the call on every rank with the
-// same ncclInvalidArgument, before any data moves (NCCL and MPI hang or
-// corrupt memory here).
+// Two runs in the group engine. First the host's ranks swap counts over
+// shared memory: rank (h, j) tells each local peer (h, i) what it sends to
+// local rank i of every host, which is all a forwarder must know besides
+// its own counts; the receivers' sizes are their own recvcounts. Then the
+// exchange is built from those counts and run.
+//
+// Nothing is exchanged across hosts beforehand: a global count exchange
+// would make every call wait for the slowest rank of the job (measured:
+// that barrier cost more than the aggregation saved; docs/tuning.md).
+// Counts that disagree still never pass silently: a local pair is checked
+// against the swapped counts (ncclInvalidArgument naming the pair, the
+// communicator then fails as after any error), a remote pair by the
+// operation check of the rail message (op_check.h).
 #pragma once
 
 #include <memory>
@@ -24,32 +29,24 @@ class Comm;
 
 class AlltoAllvCall {
  public:
-  AlltoAllvCall(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
-                void* recvbuff, const size_t* recvcounts, const size_t* rdispls, int nranks,
-                size_t elemSize);
+  AlltoAllvCall(Comm* c, const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+                void* recvbuff, const size_t* recvcounts, const size_t* rdispls, size_t elemSize);
 
-  // The count exchange: an AllGather of 2n uint64 per rank.
-  CollArgs gatherArgs(int rank) const;
-  void* gatherInput() { return mine_.data(); }
-  void* gatherOutput() { return all_.data(); }
-
-  // Once the counts are in: check every pair, choose rail or direct as an
-  // AlltoAll of the mean block would, and build the exchange.
+  // The count swap with this host's ranks (its buffers are the call's own).
+  Executor* countSwap() { return swap_.get(); }
+  // Once the counts are in: check the local pairs, build the exchange.
   Result<Executor*> prepare(Comm* c);
-  const void* sendbuff() const { return send_; }
-  void* recvbuff() const { return recv_; }
 
  private:
-  Status checkPairs() const;
+  Status fillMatrix(Comm* c, struct AlltoAllvMatrix* m) const;
 
   const void* send_;
   void* recv_;
   int n_;
   size_t elt_;
-  std::vector<uint64_t> mine_;  // [sendcounts | recvcounts]
-  std::vector<uint64_t> all_;   // n rows of mine_
-  std::vector<size_t> sdispls_, rdispls_;
-  std::unique_ptr<Executor> exec_;
+  std::vector<size_t> sendcounts_, recvcounts_, sdispls_, rdispls_;
+  std::vector<uint64_t> out_, in_;  // [local peer j][host g]: counts for / from (g, j)
+  std::unique_ptr<Executor> swap_, exec_;
 };
 
 }  // namespace ferry

@@ -111,13 +111,12 @@ Result<Run> collRun(Comm* c, const CollTask& t, std::unique_ptr<mem::WindowBindi
              binding->get()};
 }
 
-// ferryAlltoAllv's two runs (alltoallv_call.h): the count exchange, then
-// the exchange itself, built once the counts are in.
+// ferryAlltoAllv's two runs (alltoallv_call.h): the host's count swap,
+// then the exchange itself, built once the counts are in.
 Status alltoallvRuns(CommWork* w, const CollTask& t) {
   Comm* c = w->comm;
   AlltoAllvCall* v = t.alltoallv.get();
-  FERRY_ASSIGN(Executor * counts, collExecutor(c, v->gatherArgs(c->rank())));
-  w->runs.push_back(Run{counts, v->gatherInput(), v->gatherOutput(), ReduceSpec{}, "AlltoAllv",
+  w->runs.push_back(Run{v->countSwap(), nullptr, nullptr, ReduceSpec{}, "AlltoAllv",
                         collInfo(c, t), nullptr});
   Run x{nullptr, nullptr, nullptr, ReduceSpec{}, "AlltoAllv", collInfo(c, t), nullptr};
   x.alltoallv = v;
@@ -181,13 +180,14 @@ Status runExecutor(Comm* c, Executor& e, const char* name, const OpInfo& info) {
 // Run one executor on its communicator; a failure is latched on the comm.
 Status runOne(Comm* c, Run& r) {
   if (r.alltoallv) {
-    // Counts that disagree are found by every rank alike: a usage error,
-    // not a failure of the communicator.
+    // Counts that disagree are seen by this rank only; failing the
+    // communicator tells its peers, which would wait for data otherwise.
     Result<Executor*> e = r.alltoallv->prepare(c);
     if (!e.isOk()) {
       Status st(e.status().code(), std::string(r.name) + " on rank " + std::to_string(c->rank()) +
                                        ": " + e.status().message());
       FERRY_WARN("%s", st.message().c_str());
+      c->fail(st);
       return st;
     }
     r.exec = e.value();

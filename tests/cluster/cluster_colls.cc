@@ -96,7 +96,8 @@ int runAll(const Ctx& cx, const std::vector<size_t>& counts) {
 // on a communicator split off with NCCL_ALGO=<name> forced, one name at a
 // time (Comm creation reads NCCL_ALGO; ncclResetDebugInit drops the cached
 // configuration). An algorithm that cannot run a collective falls back, so
-// each collective runs with every algorithm that supports it.
+// each collective runs with every algorithm that supports it. rail and
+// direct also force AlltoAll's choice ("AlltoAll:" clause).
 // ncclResetDebugInit is deprecated in nccl.h (not NCCL's supported API) but
 // exported by NCCL and Ferry alike; here it is the way to re-read NCCL_ALGO.
 void reloadConfig() {
@@ -114,7 +115,10 @@ int runForced(const Ctx& cx, const std::string& list, const std::vector<size_t>&
     std::string algo = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
     start = end == std::string::npos ? list.size() : end + 1;
     if (algo.empty()) continue;
-    setenv("NCCL_ALGO", algo.c_str(), 1);
+    // AlltoAll's own clause too (Ferry's extension), so that AlltoAll and
+    // ferryAlltoAllv run rail or direct as forced.
+    std::string value = algo == "rail" || algo == "direct" ? algo + ";AlltoAll:" + algo : algo;
+    setenv("NCCL_ALGO", value.c_str(), 1);
     reloadConfig();
     Ctx sub = cx;
     ncclResult_t r = ncclCommSplit(cx.comm, 0, cx.rank, &sub.comm, nullptr);
