@@ -19,7 +19,6 @@ namespace {
 
 constexpr uint64_t kSubsys = log::kInit | log::kNet;
 constexpr const char* kDefaultLib = "libnccl-net.so";
-constexpr const char* kStatic = plugins::kStaticPlugin;
 
 struct Loaded {
   void* handle;
