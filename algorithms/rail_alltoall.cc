@@ -46,7 +46,7 @@ std::vector<int> railRemoteOrder(int h, int H) {
 }
 
 bool railSupports(const CollArgs& a, const CommView& v) {
-  return a.kind == CollKind::kAllToAll && v.nHosts() >= 2 && v.uniformHosts() && v.hostRanks[0].size() >= 2;
+  return a.kind == CollKind::kAllToAll && railvSupports(v);
 }
 
 Schedule railSchedule(const CollArgs& a, const CommView& v) {

@@ -15,8 +15,8 @@
 //
 // Empty blocks and messages are skipped, identically on both ends since
 // both read the same entries (a pair that disagrees fails the operation
-// check, op_check.h, or the count swap's check). Lanes are those of rail_alltoall.cc, so the
-// same argument shows nothing waits in a cycle.
+// check, op_check.h, or the count swap's check). Lanes are those of
+// rail_alltoall.cc, so the same argument shows nothing waits in a cycle.
 #include <cstdint>
 
 #include "algorithms/builders.h"

@@ -4,7 +4,6 @@
 
 #include "algorithms/builders.h"
 #include "comm/comm.h"
-#include "core/log.h"
 
 namespace ferry {
 namespace {

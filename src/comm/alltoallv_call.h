@@ -19,7 +19,6 @@
 #include <memory>
 #include <vector>
 
-#include "algorithms/schedule.h"
 #include "core/status.h"
 #include "exec/executor.h"
 

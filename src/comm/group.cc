@@ -113,7 +113,7 @@ Result<Run> collRun(Comm* c, const CollTask& t, std::unique_ptr<mem::WindowBindi
 
 // ferryAlltoAllv's two runs (alltoallv_call.h): the host's count swap,
 // then the exchange itself, built once the counts are in.
-Status alltoallvRuns(CommWork* w, const CollTask& t) {
+void alltoallvRuns(CommWork* w, const CollTask& t) {
   Comm* c = w->comm;
   AlltoAllvCall* v = t.alltoallv.get();
   w->runs.push_back(Run{v->countSwap(), nullptr, nullptr, ReduceSpec{}, "AlltoAllv",
@@ -121,14 +121,13 @@ Status alltoallvRuns(CommWork* w, const CollTask& t) {
   Run x{nullptr, nullptr, nullptr, ReduceSpec{}, "AlltoAllv", collInfo(c, t), nullptr};
   x.alltoallv = v;
   w->runs.push_back(x);
-  return Status::ok();
 }
 
 Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
   Comm* c = w->comm;
   for (const CollTask& t : colls) {
     if (t.alltoallv) {
-      FERRY_TRY(alltoallvRuns(w, t));
+      alltoallvRuns(w, t);
       continue;
     }
     std::unique_ptr<mem::WindowBinding> b;
@@ -293,6 +292,16 @@ Status runAll(std::vector<CommWork>& work) {
   return result;
 }
 
+// Work outside a group: built and run at once on the caller's thread.
+Status runAlone(Comm* c, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
+  CommWork w{c, {}, nullptr, Status(), {}};
+  FERRY_TRY(buildWork(&w, colls, p2ps));
+  c->enter();  // an abort from another thread waits for us
+  runWork(&w);
+  c->exit();
+  return w.result;
+}
+
 }  // namespace
 
 int groupDepth() { return tGroup.depth; }
@@ -341,14 +350,7 @@ Status groupSimulateEnd(float* estimatedUs) {
 // Outside a group: one task on one communicator, without the group's
 // bookkeeping (this is the small-message latency path).
 Status enqueueColl(const CollTask& t) {
-  if (tGroup.depth == 0 && t.alltoallv) {
-    CommWork w{t.comm, {}, nullptr, Status(), {}};
-    FERRY_TRY(buildWork(&w, {t}, {}));
-    t.comm->enter();
-    runWork(&w);
-    t.comm->exit();
-    return w.result;
-  }
+  if (tGroup.depth == 0 && t.alltoallv) return runAlone(t.comm, {t}, {});
   if (tGroup.depth == 0) {
     Comm* c = t.comm;
     std::unique_ptr<mem::WindowBinding> binding;
@@ -365,14 +367,7 @@ Status enqueueColl(const CollTask& t) {
 }
 
 Status enqueueP2p(const P2pTask& t) {
-  if (tGroup.depth == 0) {
-    CommWork w{t.comm, {}, nullptr, Status(), {}};
-    FERRY_TRY(buildWork(&w, {}, {t}));
-    t.comm->enter();  // an abort from another thread waits for us
-    runWork(&w);
-    t.comm->exit();
-    return w.result;
-  }
+  if (tGroup.depth == 0) return runAlone(t.comm, {}, {t});
   tGroup.touch(t.comm);
   tGroup.p2ps[t.comm].push_back(t);
   return Status::ok();
