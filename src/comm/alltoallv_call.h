@@ -35,6 +35,8 @@ class AlltoAllvCall {
   Executor* countSwap() { return swap_.get(); }
   // Once the counts are in: check the local pairs, build the exchange.
   Result<Executor*> prepare(Comm* c);
+  // Memory the call reads from that it must keep alive (a copy of its input).
+  void own(std::shared_ptr<void> m) { owned_ = std::move(m); }
 
  private:
   Status fillMatrix(Comm* c, struct AlltoAllvMatrix* m) const;
@@ -46,6 +48,7 @@ class AlltoAllvCall {
   std::vector<size_t> sendcounts_, recvcounts_, sdispls_, rdispls_;
   std::vector<uint64_t> out_, in_;  // [local peer j][host g]: counts for / from (g, j)
   std::unique_ptr<Executor> swap_, exec_;
+  std::shared_ptr<void> owned_;
 };
 
 }  // namespace ferry

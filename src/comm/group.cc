@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "comm/p2p_exchange.h"
 #include "comm/registry.h"
 #include "comm/symmetric_bind.h"
 #include "core/config.h"
@@ -78,6 +79,7 @@ struct CommWork {
   std::unique_ptr<Executor> p2p;
   Status result;
   std::vector<std::unique_ptr<mem::WindowBinding>> bindings;
+  std::shared_ptr<AlltoAllvCall> exchange;  // the group's Send/Recv as one (p2p_exchange.h)
 };
 
 Result<Choice> choose(Comm* c, const CollArgs& args) {
@@ -135,7 +137,14 @@ Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vec
     w->runs.push_back(r);
     if (b) w->bindings.push_back(std::move(b));
   }
-  if (!p2ps.empty()) {
+  if (!p2ps.empty() && (w->exchange = p2pRailExchange(c, p2ps))) {
+    CollTask t;
+    t.info.kind = CollKind::kAllToAllv;
+    t.info.count = static_cast<uint64_t>(c->nranks());
+    t.info.dtype = static_cast<uint8_t>(kernels::DType::kUint8);
+    t.alltoallv = w->exchange;
+    alltoallvRuns(w, t);
+  } else if (!p2ps.empty()) {
     std::vector<P2pOp> ops;
     std::vector<void*> bufs;
     for (const P2pTask& t : p2ps) {

@@ -209,9 +209,37 @@ bool caseSendRecvRandom(const Ctx& cx, size_t c) {
   return report(ok, what);
 }
 
+// The MoE dispatch shape as torch's all_to_all_single issues it: one group
+// with a Send to and a Recv from every rank (itself too, zero counts
+// included), each block in its own buffer. With FERRY_P2P_RAIL=1 it runs as
+// one rail exchange (src/comm/p2p_exchange.h).
+bool caseSendRecvExchange(const Ctx& cx, size_t m) {
+  std::string what = desc(cx, "Send/Recv full exchange (grouped)", m);
+  const int n = cx.nranks;
+  std::vector<std::vector<float>> send(n), recv(n);
+  ncclResult_t r = ncclGroupStart();
+  for (int p = 0; p < n && r == ncclSuccess; ++p) {
+    size_t sc = vcount(cx.rank, p, m), rc = vcount(p, cx.rank, m);
+    send[p] = makeBuf<float>(sc);
+    for (size_t i = 0; i < sc; ++i) send[p][i] = mv(cx.rank * n + p, i);
+    recv[p] = makeBuf<float>(rc);
+    r = ncclSend(send[p].data(), sc, ncclFloat32, p, cx.comm, nullptr);
+    if (r == ncclSuccess) r = ncclRecv(recv[p].data(), rc, ncclFloat32, p, cx.comm, nullptr);
+  }
+  ncclResult_t e = ncclGroupEnd();
+  if (!callOk(r != ncclSuccess ? r : e, what)) return false;
+  bool ok = true;
+  for (int p = 0; p < n && ok; ++p) {
+    size_t k = vcount(p, cx.rank, m);
+    if (k) ok = check<float>(recv[p], 0, k, [&](size_t i) { return mv(p * n + cx.rank, i); }, k, what);
+  }
+  return report(ok, what);
+}
+
 // FERRY_CLUSTER_CASES=a,b,...: run only the cases of these collectives
 // (exact names: AllReduce, Broadcast, Reduce, AllGather, ReduceScatter,
-// AlltoAll, Gather, Scatter, SendRecvRing, AlltoAllv, SendRecvRandom); unset:
+// AlltoAll, Gather, Scatter, SendRecvRing, AlltoAllv, SendRecvRandom,
+// SendRecvExchange); unset:
 // all of them.
 bool wanted(const char* name) {
   const char* list = getenv("FERRY_CLUSTER_CASES");
@@ -291,6 +319,8 @@ std::vector<CaseResult> runSize(const Ctx& cx, size_t c) {
   add("Scatter", [&] { return caseScatter(cx, m, rootFirst); }, lb(h != hostOf(rootFirst) ? P * M : 0));
   add("SendRecvRing", [&] { return caseSendRecvRing(cx, c); }, lb(C));
   add("AlltoAllv", [&] { return caseAlltoAllv(cx, m); },
+      intoHost(cx, [&](int s, int d) { return vcount(s, d, m); }));
+  add("SendRecvExchange", [&] { return caseSendRecvExchange(cx, m); },
       intoHost(cx, [&](int s, int d) { return vcount(s, d, m); }));
   auto pattern = randomPattern(n, c);
   add("SendRecvRandom", [&] { return caseSendRecvRandom(cx, c); },

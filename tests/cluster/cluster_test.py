@@ -157,6 +157,8 @@ def main():
     ap.add_argument("--spine-max-bytes", type=int, default=65536)
     ap.add_argument("--spine-min-bytes", type=int, default=None)
     ap.add_argument("--rail-balance", type=float, default=None)
+    ap.add_argument("--expect-log", default=None,
+                    help="a regex the ranks' output must match at least once per rank")
     args = ap.parse_args()
     env = dict(os.environ)
     # The ranks' own watchdog fires before the launcher's timeout: a hang names itself.
@@ -166,6 +168,12 @@ def main():
         if rc != 0:
             fail("ferry-cluster exited %d" % rc)
         check_traffic(args, out, doc)
+        if args.expect_log:
+            seen = len(re.findall(args.expect_log, out))
+            if seen < args.hosts * args.ranks_per_host:
+                fail("'%s' seen %d times, want >= %d (once per rank)"
+                     % (args.expect_log, seen, args.hosts * args.ranks_per_host))
+            print("log: '%s' seen %d times" % (args.expect_log, seen), flush=True)
     else:
         env["FERRY_CLUSTER_LOOP_MS"] = "20000"
         if args.kill_mode == "crash":

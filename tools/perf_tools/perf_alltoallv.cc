@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "tools/perf_tools/perf_data.h"
 
@@ -23,12 +25,18 @@ AlltoallvFn ferryFn() {
 
 bool haveFerryAlltoallv() { return ferryFn() != nullptr; }
 
+bool alltoallvFullGroup() {
+  const char* v = std::getenv("FERRY_PERF_ALLTOALLV_P2P");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 ncclResult_t runAlltoallv(const void* send, void* recv, size_t param, int type, ncclComm_t comm,
                           int rank, int n, bool useExtension, cudaStream_t stream) {
   const size_t elt = typeSize(type);
   const auto dt = static_cast<ncclDataType_t>(type);
   AlltoallvPlan plan = alltoallvPlan(alltoallvPattern(), param, elt, n, rank);
-  if (useExtension && ferryFn() != nullptr) {
+  const bool full = alltoallvFullGroup();
+  if (useExtension && ferryFn() != nullptr && !full) {
     return ferryFn()(send, plan.sendCounts.data(), plan.sendDispls.data(), recv,
                      plan.recvCounts.data(), plan.recvDispls.data(), dt, comm, stream);
   }
@@ -37,9 +45,9 @@ ncclResult_t runAlltoallv(const void* send, void* recv, size_t param, int type, 
   const auto* sb = static_cast<const unsigned char*>(send);
   auto* rb = static_cast<unsigned char*>(recv);
   for (int peer = 0; peer < n && r == ncclSuccess; ++peer) {
-    if (plan.sendCounts[peer] > 0)
+    if (plan.sendCounts[peer] > 0 || full)
       r = ncclSend(sb + plan.sendDispls[peer] * elt, plan.sendCounts[peer], dt, peer, comm, stream);
-    if (r == ncclSuccess && plan.recvCounts[peer] > 0)
+    if (r == ncclSuccess && (plan.recvCounts[peer] > 0 || full))
       r = ncclRecv(rb + plan.recvDispls[peer] * elt, plan.recvCounts[peer], dt, peer, comm, stream);
   }
   ncclResult_t end = ncclGroupEnd();

@@ -67,6 +67,10 @@ ncclResult_t runAlltoallv(const void* send, void* recv, size_t paramCount, int t
                           cudaStream_t stream);
 // True when the loaded NCCL library exports ferryAlltoAllv.
 bool haveFerryAlltoallv();
+// FERRY_PERF_ALLTOALLV_P2P=1: a grouped ncclSend/ncclRecv with a send and a
+// receive for every peer, zero counts included (torch's all_to_all_single
+// shape), in place of ferryAlltoAllv.
+bool alltoallvFullGroup();
 
 // Wrong elements in rank's receive buffer for inputs of seed.
 int64_t alltoallvWrong(const AlltoallvPattern& p, const void* recv, size_t paramCount, int type,

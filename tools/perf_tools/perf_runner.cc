@@ -81,7 +81,9 @@ void printHeader(const PerfOptions& o, const CollInfo& c, const std::vector<Peer
     const AlltoallvPattern& p = alltoallvPattern();
     std::printf("# AlltoAllv: %s pattern, out of place through %s\n",
                 p.matrixMode() ? ("matrix " + p.file).c_str() : "generated",
-                haveFerryAlltoallv() ? "ferryAlltoAllv" : "grouped ncclSend/ncclRecv");
+                alltoallvFullGroup()   ? "grouped ncclSend/ncclRecv to and from every peer"
+                : haveFerryAlltoallv() ? "ferryAlltoAllv"
+                                       : "grouped ncclSend/ncclRecv");
   }
   for (const std::string& note : o.notes) std::printf("# Note: %s\n", note.c_str());
   if (o.localRegister != 0 && mem.device()) {

@@ -231,6 +231,26 @@ foreach(shape "4;2" "6;3" "8;4")
     list(APPEND _a2av_tests ${_t})
   endforeach()
 endforeach()
+# A Send/Recv group that is a full exchange runs as one rail exchange with
+# FERRY_P2P_RAIL=1 on simulated hosts (every rank logs it, at least once per
+# round), never with it off or on one host; the results are exact each way.
+foreach(case "4;2;1" "6;3;1" "8;4;1" "8;4;0" "4;1;1")
+  list(GET case 0 _n)
+  list(GET case 1 _h)
+  list(GET case 2 _on)
+  set(_t perf_ferry_p2p_exchange_${_n}ranks_${_h}nodes_rail${_on})
+  if(_on AND _h GREATER 1)
+    string(REPEAT "NCCL INFO Send/Recv group: [0-9]+ ops run as one rail exchange.*" ${_n} _ran)
+    set(_check "-DEXPECT_RE=${_ran}on ${_h} node.s.: OK")
+  else()
+    set(_check "-DEXPECT_RE=on ${_h} node.s.: OK" "-DREJECT_RE=rail exchange")
+  endif()
+  add_test(NAME ${_t} COMMAND ${CMAKE_COMMAND}
+    -DPERF_BIN=${CMAKE_COMMAND}
+    "-DPERF_ARGS=-E env FERRY_P2P_RAIL=${_on} NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING $<TARGET_FILE:ferry_p2p_exchange_test> ${_n} ${_h}"
+    -DEXPECT_RC=0 ${_check} -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+  list(APPEND _a2av_tests ${_t})
+endforeach()
 set_tests_properties(${_a2av_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools")
 # Host buffers on request (the gtest covers a missing libcudart): one note line.
 add_test(NAME perf_host_buffers_env COMMAND ${CMAKE_COMMAND} -DPERF_BIN=${CMAKE_COMMAND}
