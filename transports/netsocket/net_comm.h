@@ -77,6 +77,11 @@ struct Hello {
   uint32_t epoch;   // 0: a new connection; n > 0: the n-th attempt to resume connId
   uint64_t nonce;
   uint64_t connId;  // groups the sockets of one connector
+  // The sender process's sentinel port on this socket's source address
+  // (net_alive.h): a receiver whose connection broke probes it, and a
+  // refused probe means the process is gone. 0: none.
+  uint32_t alivePort;
+  uint32_t reserved;
 };
 
 // The receiver's first bytes on the control socket of a resumed connection.
@@ -163,6 +168,7 @@ struct Origin {
   std::vector<SockAddr> alts; // send: the listener's other addresses (failover)
   uint64_t nonce = 0;         // send: the listener's nonce
   std::shared_ptr<Hub> hub;   // recv: the listener it was accepted from
+  SockAddr alive;             // recv: the sender process's sentinel (net_alive.h); invalid: none
 };
 
 class Comm {

@@ -83,6 +83,7 @@ Status Hub::place(Group& g, Pending& p) {
     return invalidUsage("refusing connection from " + p.sock.peer().toString() +
                         ": duplicate stream " + std::to_string(h.index));
   }
+  if (h.index == 0) g.alivePort = h.alivePort;
   g.socks[h.index] = std::move(p.sock);
   g.have++;
   return Status::ok();
@@ -123,10 +124,15 @@ Status Hub::admit(Pending& p) {
   return place(g, p);
 }
 
-bool Hub::takeNew(std::vector<Socket>* socks, uint64_t* connId) {
+bool Hub::takeNew(std::vector<Socket>* socks, uint64_t* connId, SockAddr* alive) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = fresh_.begin(); it != fresh_.end(); ++it) {
     if (it->second.have != static_cast<int>(it->second.socks.size())) continue;
+    *alive = SockAddr();
+    if (it->second.alivePort != 0 && it->second.alivePort <= 65535) {
+      *alive = it->second.socks[0].peer();
+      alive->setPort(static_cast<uint16_t>(it->second.alivePort));
+    }
     *socks = std::move(it->second.socks);
     *connId = it->first;
     fresh_.erase(it);

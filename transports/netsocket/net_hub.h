@@ -49,7 +49,8 @@ class Hub {
   // Accept whatever the kernel has queued and read hellos; never blocks.
   Status poll();
   // A complete new connection (its owner is then enrolled when retry is on).
-  bool takeNew(std::vector<Socket>* socks, uint64_t* connId);
+  // *alive: the sender process's sentinel (net_alive.h), invalid if none.
+  bool takeNew(std::vector<Socket>* socks, uint64_t* connId, SockAddr* alive);
   // The comm created for connId (retry on): the helper thread may resume it.
   void enroll(uint64_t connId, Comm* owner);
   // The complete resume of connId newer than `epoch`, if one arrived.
@@ -69,6 +70,7 @@ class Hub {
     std::vector<Socket> socks;  // by hello index
     int have = 0;
     uint32_t epoch = 0;
+    uint32_t alivePort = 0;  // the control socket's hello's (net_alive.h)
   };
 
   void run();

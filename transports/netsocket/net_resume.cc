@@ -111,8 +111,16 @@ Status Comm::finishRedial() {
 
 Status Comm::awaitResume() {
   RetryLink& k = *retry_;
-  if (nowMs() - k.brokeAtMs > k.windowMs) return giveUp();
-  return pollResume();
+  int64_t now = nowMs();
+  if (now - k.brokeAtMs > k.windowMs) return giveUp();
+  FERRY_TRY(pollResume());
+  if (!k.broken || !senderGone(k.origin.alive, &k.alive, now)) return Status::ok();
+  k.gone = true;
+  if (k.origin.hub) k.origin.hub->leave(k.origin.connId);
+  return remoteError("NET/Socket: connection from " + peer().toString() + " broke (" +
+                     k.cause.message() + ") and the sending process is gone (its host refused a "
+                     "connection to the process's port " + k.origin.alive.toString() +
+                     "); not waiting for a resume");
 }
 
 Status Comm::pollResume() {

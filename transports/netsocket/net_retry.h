@@ -26,6 +26,9 @@
 //  - The receiver's sockets arrive through the Hub it was accepted from
 //    (the listening socket outlives the ListenComm). A receiver that saw no
 //    break itself also takes a resume it finds there (it looks every 20 ms).
+//  - A receiver in a break probes the sending process's sentinel port (from
+//    the hello, net_alive.h): refused means the process is gone, and the
+//    receiver fails at once instead of at the end of the window.
 //  - The receiver answers with ResumeReply{received}; both ends drop what
 //    they had of later messages, restart the stream round robin, and the
 //    sender sends again every message from `received` on, header first.
@@ -41,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "transports/netsocket/net_alive.h"
 #include "transports/netsocket/net_comm.h"
 
 namespace ferry::netsocket {
@@ -111,6 +115,7 @@ struct RetryLink {
   int64_t nextErrorCheckMs = 0;  // send: socketErrors() rate limit
   std::vector<int64_t> queuedSinceMs;  // send: per socket (control first), bytes queued since; 0: none
   std::unique_ptr<Connecting> probe;
+  AliveProbe alive;  // recv: is the sender's process still there? (net_alive.h)
 };
 
 }  // namespace ferry::netsocket

@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/wait.h"
+#include "transports/netsocket/net_alive.h"
 #include "transports/netsocket/net_wire.h"
 
 namespace ferry::netsocket {
@@ -45,6 +46,7 @@ Status startConnect(Connecting& c, Connecting::Conn& k) {
   }
   if (::connect(fd, c.to.sa(), c.to.length()) == 0) {
     k.stage = 2;
+    k.hello.alivePort = sentinelPort(k.sock);
   } else if (errno == EINPROGRESS) {
     k.stage = 1;
   } else if (retryable(errno)) {
@@ -66,6 +68,7 @@ Status finishConnect(Connecting& c, Connecting::Conn& k) {
   }
   if (soErr == 0) {
     k.stage = 2;
+    k.hello.alivePort = sentinelPort(k.sock);
     return setNoDelay(k.sock.fd());
   }
   if (!retryable(soErr)) {
@@ -111,7 +114,7 @@ std::unique_ptr<Connecting> newConnecting(const SockAddr& to, const SockAddr& fr
   c->conns.resize(n);
   for (int i = 0; i < n; ++i) {
     c->conns[i].hello = Hello{kMagic, static_cast<uint32_t>(i), static_cast<uint32_t>(n - 1), epoch,
-                              nonce, connId};
+                              nonce, connId, 0, 0};
   }
   return c;
 }
@@ -258,7 +261,7 @@ Status acceptStep(ListenComm* l, Comm** out) {
   FERRY_TRY(l->hub->poll());
   std::vector<Socket> socks;
   Origin origin;
-  if (!l->hub->takeNew(&socks, &origin.connId)) return Status::ok();
+  if (!l->hub->takeNew(&socks, &origin.connId, &origin.alive)) return Status::ok();
   const Config& cfg = l->hub->config();
   if (cfg.retryMs > 0) origin.hub = l->hub;
   FERRY_ASSIGN(std::unique_ptr<Comm> comm, Comm::create(false, std::move(socks), cfg, origin));
