@@ -15,10 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
-#include "tools/demo/fork_launch.h"
+#include "tools/perf_tools/sim_comm.h"
 
 namespace {
 
@@ -147,15 +146,8 @@ int nodes = 1;
 
 int rankBody(ferry::bench::RankContext& ctx) {
   const int rank = ctx.rank(), n = ctx.nranks();
-  if (nodes > 1) {
-    std::string host = "a2av-" + std::to_string(getppid()) + "-" + std::to_string(rank * nodes / n);
-    setenv("NCCL_HOSTID", host.c_str(), 1);
-  }
-  ncclUniqueId id;
-  if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) return 3;
-  if (!(rank == 0 ? ctx.publish(&id, sizeof id) : ctx.receive(&id, sizeof id))) return 1;
   ncclComm_t comm = nullptr;
-  if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 3;
+  if (int rc = ferry::bench::simulatedComm(ctx, "a2av", nodes, &comm); rc != 0) return rc;
   badArguments(comm, rank, n);
   exchange(comm, rank, n, false);
   exchange(comm, rank, n, true);
@@ -164,7 +156,12 @@ int rankBody(ferry::bench::RankContext& ctx) {
   // where the Send/Recv check fails the receiver alone).
   const char* algo = std::getenv("NCCL_ALGO");
   bool direct = algo && std::strstr(algo, "direct");
-  if (nodes > 1 && n / nodes >= 2 && !direct) mismatch(comm, rank, n);
+  if (nodes > 1 && n / nodes >= 2 && !direct) {
+    // The failure fails the communicator, which would also cut short a peer
+    // still finishing the exchange above: every rank is past it first.
+    if (!ctx.barrier()) return 1;
+    mismatch(comm, rank, n);
+  }
   ncclCommDestroy(comm);
   return failures == 0 ? 0 : 7;
 }

@@ -15,10 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
-#include "tools/demo/fork_launch.h"
+#include "tools/perf_tools/sim_comm.h"
 
 namespace {
 
@@ -120,13 +119,8 @@ int nodes = 1;
 
 int rankBody(ferry::bench::RankContext& ctx) {
   const int rank = ctx.rank(), n = ctx.nranks();
-  std::string host = "p2px-" + std::to_string(getppid()) + "-" + std::to_string(rank * nodes / n);
-  setenv("NCCL_HOSTID", host.c_str(), 1);
-  ncclUniqueId id;
-  if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) return 3;
-  if (!(rank == 0 ? ctx.publish(&id, sizeof id) : ctx.receive(&id, sizeof id))) return 1;
   ncclComm_t comm = nullptr;
-  if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 3;
+  if (int rc = ferry::bench::simulatedComm(ctx, "p2px", nodes, &comm); rc != 0) return rc;
   for (int round = 0; round < 3; ++round) {
     ncclResult_t r = fullExchange(comm, rank, n, nodes, round == 1, false);
     expect(r == ncclSuccess, rank, std::string("exchange returned ") + ncclGetErrorString(r));
