@@ -137,7 +137,8 @@ Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vec
     w->runs.push_back(r);
     if (b) w->bindings.push_back(std::move(b));
   }
-  if (!p2ps.empty() && (w->exchange = p2pRailExchange(c, p2ps))) {
+  if (!p2ps.empty()) w->exchange = p2pRailExchange(c, p2ps);
+  if (w->exchange) {
     CollTask t;
     t.info.kind = CollKind::kAllToAllv;
     t.info.count = static_cast<uint64_t>(c->nranks());

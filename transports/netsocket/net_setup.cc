@@ -46,7 +46,6 @@ Status startConnect(Connecting& c, Connecting::Conn& k) {
   }
   if (::connect(fd, c.to.sa(), c.to.length()) == 0) {
     k.stage = 2;
-    k.hello.alivePort = sentinelPort(k.sock);
   } else if (errno == EINPROGRESS) {
     k.stage = 1;
   } else if (retryable(errno)) {
@@ -68,7 +67,6 @@ Status finishConnect(Connecting& c, Connecting::Conn& k) {
   }
   if (soErr == 0) {
     k.stage = 2;
-    k.hello.alivePort = sentinelPort(k.sock);
     return setNoDelay(k.sock.fd());
   }
   if (!retryable(soErr)) {
@@ -88,6 +86,10 @@ Status stepConnecting(Connecting& c, bool* done) {
     if (k.stage == 0) FERRY_TRY(startConnect(c, k));
     if (k.stage == 1) FERRY_TRY(finishConnect(c, k));
     if (k.stage == 2) {
+      // Only the control socket's hello is read for it, and only a retrying
+      // receiver probes it (net_alive.h).
+      if (k.sent == 0 && k.hello.index == 0 && c.cfg.retryMs > 0)
+        k.hello.alivePort = sentinelPort(k.sock);
       const char* p = reinterpret_cast<const char*>(&k.hello);
       FERRY_ASSIGN(size_t n, sendSome(k.sock, p + k.sent, sizeof(k.hello) - k.sent));
       k.sent += n;
