@@ -1,12 +1,14 @@
 // Unit tests of the benchmark harness: option parsing, row formatting, the
 // exact-sum data and the fork launcher (including its watchdog).
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -245,6 +247,57 @@ TEST(ForkLaunch, CrashedRankReportsItsSignal) {
     return 0;
   });
   EXPECT_EQ(code, 128 + SIGKILL);
+}
+
+// The CPUs this process may run on, in order.
+std::vector<int> allowedCpus() {
+  cpu_set_t set;
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  }
+  return out;
+}
+
+// Launches n ranks with FERRY_LAUNCH_BIND=mode (nullptr: unset); each rank
+// returns 0 when its affinity is what `want` says for it: exactly CPU
+// want[r], or (want[r] == -1) the launcher's whole set.
+int launchAndCheck(const char* mode, int n, const std::vector<int>& want) {
+  if (mode) {
+    setenv("FERRY_LAUNCH_BIND", mode, 1);
+  } else {
+    unsetenv("FERRY_LAUNCH_BIND");
+  }
+  std::vector<int> parent = allowedCpus();
+  int code = forkLaunch(n, 60, [&](RankContext& ctx) {
+    std::vector<int> mine = allowedCpus();
+    int w = want[static_cast<size_t>(ctx.rank())];
+    if (w < 0) return mine == parent ? 0 : 30;
+    return mine.size() == 1 && mine[0] == w ? 0 : 31;
+  });
+  unsetenv("FERRY_LAUNCH_BIND");
+  return code;
+}
+
+TEST(ForkLaunch, BindsRanksToCoresAsMpirunDoes) {
+  std::vector<int> cpus = allowedCpus();
+  ASSERT_FALSE(cpus.empty());
+  int k = static_cast<int>(cpus.size());
+  if (k < 2) GTEST_SKIP() << "one allowed CPU: nothing to spread ranks over";
+  // auto (also unset): 2..k ranks get a core each, in order.
+  EXPECT_EQ(launchAndCheck(nullptr, 2, {cpus[0], cpus[1]}), 0);
+  EXPECT_EQ(launchAndCheck("auto", 2, {cpus[0], cpus[1]}), 0);
+  // auto: more ranks than cores, or a single rank, stay unbound.
+  EXPECT_EQ(launchAndCheck("auto", k + 1, std::vector<int>(static_cast<size_t>(k + 1), -1)), 0);
+  EXPECT_EQ(launchAndCheck("auto", 1, {-1}), 0);
+  // core: always, wrapping around the allowed CPUs.
+  std::vector<int> wrap;
+  for (int r = 0; r <= k; ++r) wrap.push_back(cpus[static_cast<size_t>(r % k)]);
+  EXPECT_EQ(launchAndCheck("core", k + 1, wrap), 0);
+  // none, and a value the launcher does not know (it says so), bind nothing.
+  EXPECT_EQ(launchAndCheck("none", 2, {-1, -1}), 0);
+  EXPECT_EQ(launchAndCheck("sockets", 2, {-1, -1}), 0);
 }
 
 TEST(ForkLaunch, RejectsBadRankCount) {

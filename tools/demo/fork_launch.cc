@@ -1,6 +1,7 @@
 #include "tools/demo/fork_launch.h"
 
 #include <signal.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <new>
+#include <string>
 #include <vector>
 
 namespace ferry::bench {
@@ -117,10 +119,18 @@ bool RankContext::barrier() {
 
 namespace {
 
-[[noreturn]] void runChild(SharedState* s, int rank, pid_t parent, const RankBody& body) {
+[[noreturn]] void runChild(SharedState* s, int rank, pid_t parent, const RankBody& body, int cpu) {
   // Die with the launcher, so a killed launcher leaves no orphan ranks.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(kExitInternal);
+  if (cpu >= 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+      std::fprintf(stderr, "launcher: rank %d: binding to CPU %d failed: %s\n", rank, cpu, strerror(errno));
+    }
+  }
   s->slots[rank].pid.store(static_cast<int32_t>(getpid()), std::memory_order_relaxed);
   RankContext ctx(s, rank);
   int code = body(ctx);
@@ -190,6 +200,35 @@ int superviseChildren(SharedState* s, std::vector<pid_t>& pids, int graceSec) {
   return timedOut ? kExitTimeout : firstFailure;
 }
 
+// Open MPI's default binding (mpirun binds each rank to a core when there
+// are no more ranks than cores, and leaves them unbound otherwise), so the
+// drivers compared in perf/ run under the same placement. Unbound, the
+// kernel may keep two ranks on one core while a background task holds the
+// other (perf/README.md, "Latency under load"). FERRY_LAUNCH_BIND: auto (that
+// rule for 2 or more ranks; the default), core (always: rank r on the r-th
+// allowed CPU, modulo their count) or none. Returns each rank's CPU, -1 for
+// unbound.
+std::vector<int> bindings(int nranks) {
+  std::vector<int> cpus(nranks, -1);
+  const char* env = std::getenv("FERRY_LAUNCH_BIND");
+  std::string mode = env && *env ? env : "auto";
+  if (mode != "auto" && mode != "core" && mode != "none") {
+    std::fprintf(stderr, "launcher: FERRY_LAUNCH_BIND=%s is not auto, core or none; not binding\n", env);
+    return cpus;
+  }
+  cpu_set_t allowed;
+  if (mode == "none" || sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return cpus;
+  std::vector<int> list;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) list.push_back(c);
+  }
+  // auto leaves a single rank alone: there is no peer to keep apart from.
+  bool fits = nranks >= 2 && nranks <= static_cast<int>(list.size());
+  if (list.empty() || (mode == "auto" && !fits)) return cpus;
+  for (int r = 0; r < nranks; ++r) cpus[r] = list[r % list.size()];
+  return cpus;
+}
+
 }  // namespace
 
 int forkLaunch(int nranks, int timeoutSec, const RankBody& body, int graceSec) {
@@ -211,10 +250,11 @@ int forkLaunch(int nranks, int timeoutSec, const RankBody& body, int graceSec) {
   std::fflush(nullptr);  // children must not inherit and re-emit buffered output
   pid_t parent = getpid();
   std::vector<pid_t> pids(nranks, -1);
+  std::vector<int> cpus = bindings(nranks);
   int code = kExitOk;
   for (int r = 0; r < nranks; ++r) {
     pid_t pid = fork();
-    if (pid == 0) runChild(s, r, parent, body);
+    if (pid == 0) runChild(s, r, parent, body, cpus[r]);
     if (pid < 0) {
       std::fprintf(stderr, "launcher: fork of rank %d failed: %s\n", r, strerror(errno));
       s->abort.store(1, std::memory_order_relaxed);
