@@ -106,4 +106,11 @@ Result<size_t> recvSome(const Socket& s, void* data, size_t bytes, bool* eof = n
 Result<size_t> sendSomeV(const Socket& s, const iovec* iov, int n);
 Result<size_t> recvSomeV(const Socket& s, const iovec* iov, int n, bool* eof = nullptr);
 
+// Peeking: after setPeekOffset (SO_PEEK_OFF; false where the kernel does not
+// offer it for TCP, before Linux 6.10), each peekSome returns only bytes no
+// earlier peek returned, without dequeuing them; recvSome then dequeues from
+// the front (already peeked bytes first). Errors and `eof` as recvSome.
+bool setPeekOffset(const Socket& s);
+Result<size_t> peekSome(const Socket& s, void* data, size_t bytes, bool* eof = nullptr);
+
 }  // namespace ferry

@@ -80,7 +80,9 @@ Result<size_t> sendSomeV(const Socket& s, const iovec* iov, int n) {
   }
 }
 
-Result<size_t> recvSomeV(const Socket& s, const iovec* iov, int n, bool* eof) {
+namespace {
+
+Result<size_t> receive(const Socket& s, const iovec* iov, int n, bool* eof, int flags) {
   size_t want = 0;
   for (int i = 0; i < n; ++i) want += iov[i].iov_len;
   if (want == 0) return size_t(0);
@@ -88,7 +90,7 @@ Result<size_t> recvSomeV(const Socket& s, const iovec* iov, int n, bool* eof) {
   m.msg_iov = const_cast<iovec*>(iov);
   m.msg_iovlen = static_cast<size_t>(n);
   while (true) {
-    ssize_t got = ::recvmsg(s.fd(), &m, MSG_DONTWAIT);
+    ssize_t got = ::recvmsg(s.fd(), &m, MSG_DONTWAIT | flags);
     if (got > 0) return static_cast<size_t>(got);
     if (got == 0) {
       if (!eof) return peerGone(s, 0);
@@ -108,14 +110,30 @@ Result<size_t> recvSomeV(const Socket& s, const iovec* iov, int n, bool* eof) {
   }
 }
 
+}  // namespace
+
 Result<size_t> sendSome(const Socket& s, const void* data, size_t bytes) {
   iovec v{const_cast<void*>(data), bytes};
   return sendSomeV(s, &v, 1);
 }
 
+Result<size_t> recvSomeV(const Socket& s, const iovec* iov, int n, bool* eof) {
+  return receive(s, iov, n, eof, 0);
+}
+
 Result<size_t> recvSome(const Socket& s, void* data, size_t bytes, bool* eof) {
   iovec v{data, bytes};
-  return recvSomeV(s, &v, 1, eof);
+  return receive(s, &v, 1, eof, 0);
+}
+
+bool setPeekOffset(const Socket& s) {
+  int zero = 0;
+  return s.valid() && ::setsockopt(s.fd(), SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)) == 0;
+}
+
+Result<size_t> peekSome(const Socket& s, void* data, size_t bytes, bool* eof) {
+  iovec v{data, bytes};
+  return receive(s, &v, 1, eof, MSG_PEEK);
 }
 
 Status sendAll(const Socket& s, const void* data, size_t bytes, const Until& until) {

@@ -233,6 +233,7 @@ class Comm {
   Status progressRetry();
   Status healthyStep();
   Status readAcks();
+  Status dequeuePeeked(size_t atLeast);
   Status takeAck(uint64_t v);
   void advanceReceived();
   bool ackDue() const;

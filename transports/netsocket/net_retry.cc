@@ -166,12 +166,14 @@ void Comm::detachSockets() {
     k.workerCause = Status::ok();
   }
   k.inLen = k.outLen = k.outDone = 0;
+  k.peeked = 0;
   k.dial.reset();
 }
 
 Status Comm::attachSockets(std::vector<Socket> socks) {
   ctrl_ = std::move(socks[0]);
   if (send_) driverFd_.store(ctrl_.fd(), std::memory_order_release);
+  if (send_) retry_->peekAcks = setPeekOffset(ctrl_);
   for (size_t i = 1; i < socks.size(); ++i) streams_[i - 1]->sock = std::move(socks[i]);
   retry_->queuedSinceMs.assign(socks.size(), 0);
   armStallTimeout();
@@ -215,7 +217,9 @@ void Comm::sayBye() {
   if (k.broken || k.gone || !ctrl_.valid()) return;
   if (send_) {
     if (!ctrlQueue_.empty() && ctrlQueue_.front()->hdrDone != 0) return;
-    (void)readAcks();  // unread bytes would turn the close into a reset
+    // Unread bytes would turn the close into a reset.
+    (void)readAcks();
+    (void)dequeuePeeked(0);
   } else if (k.outDone != k.outLen) {
     return;
   }

@@ -83,6 +83,10 @@ struct RetryLink {
   // Sender: ack bytes read and not yet taken.
   char in[64] = {};
   size_t inLen = 0;
+  // Sender: acks are peeked (net_ack.cc); `peeked` bytes of them are still queued.
+  static constexpr size_t kDequeueBytes = 4096;
+  bool peekAcks = false;
+  size_t peeked = 0;
   // No resume any more: the peer said bye or refused one, or the window passed.
   bool gone = false;
   bool readAnyway = false;  // the Driver's step: read acks even if none is due

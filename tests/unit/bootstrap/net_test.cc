@@ -1,6 +1,8 @@
 // SockAddr, interface selection and the deadline-bounded socket helpers.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <string>
 #include <thread>
 
 #include "core/wait.h"
@@ -217,6 +219,61 @@ TEST(Socket, ConnectAcceptTransfer) {
   ASSERT_TRUE(st2.isOk()) << st2.message();
   EXPECT_EQ(r1, s2);
   EXPECT_EQ(r2, s1);
+}
+
+// Peeking with an offset returns each byte once, leaves it queued, and a
+// plain receive then takes the bytes from the front; the end of stream shows.
+TEST(Socket, PeekOffsetSeesOnlyNewBytes) {
+  auto l = listenSocket(loopback());
+  ASSERT_TRUE(l.isOk()) << l.status().message();
+  Until u = Until::after(5000);
+  auto c = connectSocket(l.value().peer(), u);
+  ASSERT_TRUE(c.isOk()) << c.status().message();
+  auto a = acceptSocket(l.value(), u);
+  ASSERT_TRUE(a.isOk()) << a.status().message();
+  if (!setPeekOffset(a.value())) GTEST_SKIP() << "no SO_PEEK_OFF for TCP on this kernel";
+  // Poll until `want` new bytes are peeked (loopback delivers at once, but
+  // the test must not rely on it).
+  auto peekAll = [&](char* out, size_t want) {
+    size_t got = 0;
+    for (int i = 0; i < 5000 && got < want; ++i) {
+      auto n = peekSome(a.value(), out + got, want - got);
+      EXPECT_TRUE(n.isOk()) << n.status().message();
+      if (!n.isOk()) return got;
+      got += n.value();
+      if (got < want) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return got;
+  };
+  ASSERT_TRUE(sendAll(c.value(), "abcd", 4, u).isOk());
+  char buf[16] = {};
+  ASSERT_EQ(peekAll(buf, 4), 4u);
+  EXPECT_EQ(std::string(buf, 4), "abcd");
+  auto none = peekSome(a.value(), buf, sizeof(buf));
+  ASSERT_TRUE(none.isOk());
+  EXPECT_EQ(none.value(), 0u);  // nothing new
+  ASSERT_TRUE(sendAll(c.value(), "efg", 3, u).isOk());
+  ASSERT_EQ(peekAll(buf, 3), 3u);
+  EXPECT_EQ(std::string(buf, 3), "efg");
+  // Everything is still queued: a receive starts at the front.
+  auto two = recvSome(a.value(), buf, 2);
+  ASSERT_TRUE(two.isOk());
+  ASSERT_EQ(two.value(), 2u);
+  EXPECT_EQ(std::string(buf, 2), "ab");
+  ASSERT_TRUE(sendAll(c.value(), "h", 1, u).isOk());
+  ASSERT_EQ(peekAll(buf, 1), 1u);
+  EXPECT_EQ(buf[0], 'h');
+  auto rest = recvSome(a.value(), buf, sizeof(buf));
+  ASSERT_TRUE(rest.isOk());
+  EXPECT_EQ(std::string(buf, rest.value()), "cdefgh");
+  c.value().close();
+  bool eof = false;
+  for (int i = 0; i < 5000 && !eof; ++i) {
+    auto n = peekSome(a.value(), buf, sizeof(buf), &eof);
+    ASSERT_TRUE(n.isOk()) << n.status().message();
+    if (!eof) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(eof);
 }
 
 TEST(Socket, ConnectRetriesUntilListenerAppears) {
