@@ -91,8 +91,7 @@ Result<std::unique_ptr<Comm>> Comm::create(bool send, std::vector<Socket> socks,
   // Threads start last: ~Comm joins whatever was started if this fails half way.
   FERRY_TRY(c->startWorkers());
   if (c->retry_) {
-    if (send) c->retry_->peekAcks = setPeekOffset(c->ctrl_);
-    c->armStallTimeout();
+    c->armRetrySockets();
     c->enrollRetry();
   }
   FERRY_INFO(log::kNet, "NET/Socket: %s comm with %s: %d threads x %d sockets, inline < %u bytes%s",

@@ -260,6 +260,7 @@ class Comm {
   void noteRoute();
   bool primaryBack();
   void armStallTimeout();
+  void armRetrySockets();
   Status socketErrors();
 
   bool send_;

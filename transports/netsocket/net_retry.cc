@@ -173,11 +173,17 @@ void Comm::detachSockets() {
 Status Comm::attachSockets(std::vector<Socket> socks) {
   ctrl_ = std::move(socks[0]);
   if (send_) driverFd_.store(ctrl_.fd(), std::memory_order_release);
-  if (send_) retry_->peekAcks = setPeekOffset(ctrl_);
   for (size_t i = 1; i < socks.size(); ++i) streams_[i - 1]->sock = std::move(socks[i]);
   retry_->queuedSinceMs.assign(socks.size(), 0);
-  armStallTimeout();
+  armRetrySockets();
   return startWorkers();
+}
+
+// A connection's sockets, new or resumed: a sender peeks at its acks
+// (net_ack.cc) and gives up on data nobody acknowledges (net_failover.cc).
+void Comm::armRetrySockets() {
+  if (send_) retry_->peekAcks = setPeekOffset(ctrl_);
+  armStallTimeout();
 }
 
 // Messages from `from` on start over from their header, on both ends.
