@@ -77,6 +77,12 @@ Backoff::Phase Backoff::phase() const {
   return next - budget() <= kYieldPolls ? Phase::kYield : Phase::kSleep;
 }
 
+int64_t nowCoarseMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
 int Backoff::defaultSpinCount() {
   static std::atomic<int> cached{-1};
   int v = cached.load(std::memory_order_relaxed);

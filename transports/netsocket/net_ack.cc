@@ -121,7 +121,7 @@ void Comm::advanceReceived() {
   while (k.confirmed < k.posted) {
     Request* r = k.bySeq[k.confirmed % RetryLink::kRing];
     if (!r->transferred()) break;
-    if (k.confirmed == k.ackSent) k.firstUnackedMs = nowMs();
+    if (k.confirmed == k.ackSent) k.firstUnackedMs = nowCoarseMs();
     // The sender waits for the ack of a large message (it has no copy).
     if (!copied(r->size)) k.ackNow = true;
     k.confirmed++;
@@ -134,7 +134,7 @@ Status Comm::writeAcks() {
   RetryLink& k = *retry_;
   if (k.outDone == k.outLen && k.ackSent < k.confirmed &&
       (k.ackNow || k.confirmed - k.ackSent >= RetryLink::kLazyAcks ||
-       nowMs() - k.firstUnackedMs >= RetryLink::kLazyAckMs)) {
+       nowCoarseMs() - k.firstUnackedMs >= RetryLink::kLazyAckMs)) {
     std::memcpy(k.out, &k.confirmed, sizeof(k.confirmed));
     k.outLen = sizeof(k.confirmed);
     k.outDone = 0;

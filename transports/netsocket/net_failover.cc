@@ -116,7 +116,7 @@ bool Comm::primaryBack() {
 // receiver's kernel ACKs, even when its buffer is full), is a break.
 Status Comm::socketErrors() {
   RetryLink& k = *retry_;
-  int64_t now = nowMs();
+  int64_t now = nowCoarseMs();
   k.queuedSinceMs.resize(streams_.size() + 1);
   if (k.confirmed == k.posted) std::fill(k.queuedSinceMs.begin(), k.queuedSinceMs.end(), 0);
   if (k.confirmed == k.posted || now < k.nextErrorCheckMs) return Status::ok();

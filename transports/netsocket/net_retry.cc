@@ -116,7 +116,7 @@ Status Comm::healthyStep() {
   FERRY_TRY(st);
   advanceReceived();
   FERRY_TRY(writeAcks());
-  int64_t now = nowMs();
+  int64_t now = nowCoarseMs();
   if (now < k.nextHubPollMs) return Status::ok();
   k.nextHubPollMs = now + kHubPollMs;
   return pollResume();

@@ -5,7 +5,7 @@
 // sender, the count of messages it holds completely (8 bytes, cumulative).
 // Receives complete in posting order, so the count always covers exactly
 // what test() reported. The sender keeps every message until acknowledged:
-//  - a small inline message (< 64 KiB, Comm::copied) is copied aside once
+//  - a small inline message (< 128 KiB, Comm::copied) is copied aside once
 //    written and its send completes then, as without retry; so the
 //    receiver acks lazily (every kLazyAcks messages or kLazyAckMs): an ack
 //    per small message cost 50-150% of a small AllReduce's time on the
@@ -59,6 +59,7 @@ struct RetryLink {
   Origin origin;
 
   static constexpr int kLazyAcks = NCCL_NET_MAX_REQUESTS / 2;
+  // On the coarse clock (nowCoarseMs): 1 ms or the kernel's next tick.
   static constexpr int64_t kLazyAckMs = 1;
 
   // Messages by posting order: [confirmed, posted) are live requests or

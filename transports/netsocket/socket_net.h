@@ -9,8 +9,9 @@
 //    NCCL_NET_MAX_REQUESTS outstanding per comm (*request = NULL beyond);
 //  - calls on one comm come from one thread at a time (test() may move data);
 //  - with FERRY_NET_RETRY_MS > 0 (net_retry.h) receives complete in posting
-//    order, and a send of FERRY_NET_SOCKET_INLINE_BYTES or more completes only
-//    once the receiver holds it (smaller ones once written, as without retry).
+//    order, and a send of FERRY_NET_SOCKET_INLINE_BYTES or 128 KiB or more
+//    completes only once the receiver holds it (smaller ones once written and
+//    copied aside, as without retry).
 #pragma once
 
 #include <nccl_net.h>
