@@ -11,6 +11,7 @@
 #include "comm/registry.h"
 #include "comm/split.h"
 #include "core/wait.h"
+#include "mem/registrations.h"
 
 namespace ferry::api {
 namespace {
@@ -76,6 +77,7 @@ Status initAll(ncclComm_t* comms, int ndev, const int* devlist) {
 // flight, then free.
 Status release(Comm* c) {
   unregisterComm(c);
+  mem::releaseRegistrationsOf(c);  // later deregisters of its handles are harmless
   c->waitIdle(c->timeoutMs());
   delete c;
   return Status::ok();

@@ -8,6 +8,7 @@
 #include "api/exports.h"
 #include "comm/group.h"
 #include "core/config.h"
+#include "mem/registrations.h"
 #include "mem/shared_alloc.h"
 
 using namespace ferry;
@@ -118,17 +119,16 @@ FERRY_EXPORT(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
 FERRY_EXPORT(ncclResult_t, ncclMemFree, (void* ptr)) {
   return guard("ncclMemFree", [&]() -> Status {
     if (ptr == nullptr) return Status::ok();
-    return mem::freeShared(ptr);
+    mem::SharedRange r;
+    size_t bytes = mem::lookupShared(ptr, 1, &r) ? r.allocBytes : 0;
+    FERRY_TRY(mem::freeShared(ptr));
+    // Freed while registered: the registrations go with the memory.
+    if (int n = mem::releaseRegistrationsIn(ptr, bytes))
+      FERRY_INFO(log::kInit, "ncclMemFree: %p was still registered (%d registration%s released)", ptr, n,
+                 n == 1 ? "" : "s");
+    return Status::ok();
   });
 }
-
-namespace {
-struct Registration {
-  void* comm;
-  void* buff;
-  size_t size;
-};
-}  // namespace
 
 FERRY_EXPORT(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size,
              void** handle)) {
@@ -136,8 +136,9 @@ FERRY_EXPORT(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff,
     FERRY_ASSIGN(Comm * c, liveComm(comm));
     FERRY_TRY(checkPtr(handle, "handle"));
     if (size > 0) FERRY_TRY(checkPtr(buff, "buff"));
-    // Host buffers need no pinning; the handle records the range.
-    *handle = new Registration{c, buff, size};
+    // Host buffers need no pinning: the registration is a checked record
+    // (mem/registrations.h).
+    FERRY_ASSIGN(*handle, mem::addRegistration(c, buff, size));
     return Status::ok();
   });
 }
@@ -146,10 +147,7 @@ FERRY_EXPORT(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* han
   return guard("ncclCommDeregister", [&]() -> Status {
     FERRY_ASSIGN(Comm * c, liveComm(comm));
     FERRY_TRY(checkPtr(handle, "handle"));
-    auto* r = static_cast<Registration*>(handle);
-    if (r->comm != c) return invalidArgument("handle was registered with another communicator");
-    delete r;
-    return Status::ok();
+    return mem::removeRegistration(c, handle);
   });
 }
 

@@ -305,13 +305,26 @@ double sentinelValue(ncclDataType_t dt) {
   return dtypeSigned(dt) ? -l : l;
 }
 
+namespace {
+BufferSource* gSource = nullptr;
+}  // namespace
+
+void setBufferSource(BufferSource* s) { gSource = s; }
+
 HostBuf::HostBuf(ncclDataType_t dt, size_t count) : dt_(dt), count_(count) {
   // malloc(0) may return NULL; keep a real pointer so count-0 calls get one.
-  p_ = std::malloc(count * dtypeSize(dt) + 16);
+  size_t bytes = count * dtypeSize(dt) + 16;
+  p_ = gSource ? gSource->alloc(bytes) : std::malloc(bytes);
   if (!p_) std::abort();
 }
 
-HostBuf::~HostBuf() { std::free(p_); }
+HostBuf::~HostBuf() {
+  if (gSource) {
+    gSource->release(p_);
+  } else {
+    std::free(p_);
+  }
+}
 
 void HostBuf::fill(double v) {
   for (size_t i = 0; i < count_; ++i) set(i, v);

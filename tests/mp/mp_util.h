@@ -66,7 +66,18 @@ double moveValue(ncclDataType_t dt, int srcRank, size_t i);
 // the generators above rarely produce, so an unwritten element shows.
 double sentinelValue(ncclDataType_t dt);
 
-// ---- Host buffers (malloc) ----
+// ---- Host buffers (malloc, or a test's BufferSource) ----
+// Where HostBuf memory comes from: tests of buffer kinds (buffers_test.cc)
+// put ncclMemAlloc'd, registered or window memory under every collective
+// case. nullptr (the default): malloc. Per process, i.e. per rank.
+class BufferSource {
+ public:
+  virtual ~BufferSource() = default;
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+};
+void setBufferSource(BufferSource* s);
+
 class HostBuf {
  public:
   HostBuf(ncclDataType_t dt, size_t count);
