@@ -2,7 +2,6 @@
 
 #include "algorithms/cost_model.h"
 
-#include <map>
 #include <thread>
 #include <vector>
 
@@ -23,24 +22,37 @@ struct PendingInit {
   ncclUniqueId id;
 };
 
+// One communicator's queued work in a group.
+struct CommTasks {
+  Comm* comm = nullptr;
+  uint64_t serial = 0;  // the comm the pointer meant when work was queued
+  std::vector<CollTask> colls;
+  std::vector<P2pTask> p2ps;
+};
+
+// Reused from group to group (cleared, capacity kept): the small-message
+// path allocates nothing here.
 struct GroupState {
   int depth = 0;
-  std::vector<Comm*> order;  // communicators in order of first use
-  std::map<Comm*, uint64_t> serials;  // the comm a pointer meant when work was queued
-  std::map<Comm*, std::vector<CollTask>> colls;
-  std::map<Comm*, std::vector<P2pTask>> p2ps;
+  std::vector<CommTasks> comms;  // [0, used): in order of first use
+  size_t used = 0;
   std::vector<PendingInit> inits;
   void clear() {
-    order.clear();
-    serials.clear();
-    colls.clear();
-    p2ps.clear();
+    for (size_t i = 0; i < used; ++i) {
+      comms[i].colls.clear();
+      comms[i].p2ps.clear();
+    }
+    used = 0;
     inits.clear();
   }
-  void touch(Comm* c) {
-    if (colls.count(c) || p2ps.count(c)) return;
-    order.push_back(c);
-    serials[c] = c->serial();
+  CommTasks& of(Comm* c) {
+    for (size_t i = 0; i < used; ++i)
+      if (comms[i].comm == c) return comms[i];
+    if (used == comms.size()) comms.emplace_back();
+    CommTasks& t = comms[used++];
+    t.comm = c;
+    t.serial = c->serial();
+    return t;
   }
 };
 
@@ -76,7 +88,6 @@ OpInfo p2pInfo(Comm* c) {
 struct CommWork {
   Comm* comm;
   std::vector<Run> runs;
-  std::unique_ptr<Executor> p2p;
   Status result;
   std::vector<std::unique_ptr<mem::WindowBinding>> bindings;
   std::shared_ptr<AlltoAllvCall> exchange;  // the group's Send/Recv as one (p2p_exchange.h)
@@ -127,6 +138,7 @@ void alltoallvRuns(CommWork* w, const CollTask& t) {
 
 Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
   Comm* c = w->comm;
+  c->plans().beginUse();
   for (const CollTask& t : colls) {
     if (t.alltoallv) {
       alltoallvRuns(w, t);
@@ -146,15 +158,23 @@ Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vec
     t.alltoallv = w->exchange;
     alltoallvRuns(w, t);
   } else if (!p2ps.empty()) {
-    std::vector<P2pOp> ops;
-    std::vector<void*> bufs;
+    // Scratch reused call to call: a cached plan's lookup allocates nothing.
+    thread_local std::vector<P2pOp> ops;
+    thread_local std::vector<void*> bufs;
+    ops.clear();
+    bufs.clear();
     for (const P2pTask& t : p2ps) {
       ops.push_back(P2pOp{t.isSend, t.peer, t.bytes});
       bufs.push_back(t.buf);
     }
-    w->p2p = std::make_unique<Executor>(p2pSchedule(c->rank(), ops), std::move(bufs), 1,
-                                        ReduceSpec{}, c->execOptions());
-    w->runs.push_back(Run{w->p2p.get(), nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c), nullptr});
+    Executor* e = c->plans().findP2p(ops);
+    if (e) {
+      e->rebindBuffers(bufs);
+    } else {
+      e = c->plans().addP2p(ops, std::make_unique<Executor>(p2pSchedule(c->rank(), ops), bufs, 1,
+                                                            ReduceSpec{}, c->execOptions()));
+    }
+    w->runs.push_back(Run{e, nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c), nullptr});
   }
   return Status::ok();
 }
@@ -270,16 +290,18 @@ Status execute(GroupState& g) {
   Status result;
   if (!g.inits.empty()) result = runInits(g.inits);
   std::vector<CommWork> work;
-  work.reserve(g.order.size());
+  work.reserve(g.used);
   Status built;
-  for (Comm* c : g.order) {
-    if (!acquireComm(c, g.serials[c])) {
-      Status st = destroyedWhileQueued(g.colls[c], g.p2ps[c]);
+  for (size_t i = 0; i < g.used; ++i) {
+    CommTasks& q = g.comms[i];
+    Comm* c = q.comm;
+    if (!acquireComm(c, q.serial)) {
+      Status st = destroyedWhileQueued(q.colls, q.p2ps);
       if (result.isOk() || result.code() == Code::kInProgress) result = st;
       continue;
     }
-    work.push_back(CommWork{c, {}, nullptr, Status(), {}});
-    if (built.isOk()) built = buildWork(&work.back(), g.colls[c], g.p2ps[c]);
+    work.push_back(CommWork{c, {}, Status(), {}});
+    if (built.isOk()) built = buildWork(&work.back(), q.colls, q.p2ps);
   }
   Status ran = built.isOk() ? runAll(work) : built;
   for (auto& w : work) w.comm->exit();
@@ -304,7 +326,7 @@ Status runAll(std::vector<CommWork>& work) {
 
 // Work outside a group: built and run at once on the caller's thread.
 Status runAlone(Comm* c, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
-  CommWork w{c, {}, nullptr, Status(), {}};
+  CommWork w{c, {}, Status(), {}};
   FERRY_TRY(buildWork(&w, colls, p2ps));
   c->enter();  // an abort from another thread waits for us
   runWork(&w);
@@ -336,21 +358,21 @@ Status groupSimulateEnd(float* estimatedUs) {
   // The cost model's prediction for what would run (algorithms/tuner.h);
   // the operations of a group run one after another.
   double total = 0;
-  for (auto& [comm, tasks] : tGroup.colls) {
-    if (!acquireComm(comm, tGroup.serials[comm])) continue;  // destroyed: nothing to estimate
-    for (const CollTask& t : tasks) {
+  for (size_t i = 0; i < tGroup.used; ++i) {
+    CommTasks& q = tGroup.comms[i];
+    Comm* comm = q.comm;
+    if (!acquireComm(comm, q.serial)) continue;  // destroyed: nothing to estimate
+    for (const CollTask& t : q.colls) {
       Result<Choice> ch = choose(comm, t.args);
       if (ch.isOk()) total += ch.value().predictedUs;
     }
-    comm->exit();
-  }
-  // Point-to-point: one hop each, over the link to the peer.
-  for (auto& [comm, tasks] : tGroup.p2ps) {
+    // Point-to-point: one hop each, over the link to the peer.
     const CommView& v = comm->view();
-    for (const P2pTask& t : tasks) {
+    for (const P2pTask& t : q.p2ps) {
       const LinkCost& l = v.hostOf.empty() ? v.intra : v.link(v.level(comm->rank(), t.peer));
       total += cost::hop(v, l, static_cast<double>(t.bytes));
     }
+    comm->exit();
   }
   *estimatedUs = static_cast<float>(total);
   tGroup.clear();
@@ -364,6 +386,7 @@ Status enqueueColl(const CollTask& t) {
   if (tGroup.depth == 0) {
     Comm* c = t.comm;
     std::unique_ptr<mem::WindowBinding> binding;
+    c->plans().beginUse();
     FERRY_ASSIGN(Run r, collRun(c, t, &binding));
     log::setThreadRank(c->rank());
     c->enter();
@@ -371,15 +394,13 @@ Status enqueueColl(const CollTask& t) {
     c->exit();
     return st;
   }
-  tGroup.touch(t.comm);
-  tGroup.colls[t.comm].push_back(t);
+  tGroup.of(t.comm).colls.push_back(t);
   return Status::ok();
 }
 
 Status enqueueP2p(const P2pTask& t) {
   if (tGroup.depth == 0) return runAlone(t.comm, {}, {t});
-  tGroup.touch(t.comm);
-  tGroup.p2ps[t.comm].push_back(t);
+  tGroup.of(t.comm).p2ps.push_back(t);
   return Status::ok();
 }
 

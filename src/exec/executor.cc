@@ -48,6 +48,10 @@ void Executor::rebind(void* input, void* output, const ReduceSpec& reduce) {
   reduce_ = reduce;
 }
 
+void Executor::rebindBuffers(const std::vector<void*>& buffers) {
+  std::copy(buffers.begin(), buffers.begin() + std::min(buffers.size(), buffers_.size()), buffers_.begin());
+}
+
 Status Executor::start(ConnectionSource& source, const OpInfo* info) {
   if (needsPeers_ && !peerMem_)
     return internalError(schedule_.algorithm + " schedule needs peer memory and none is bound");

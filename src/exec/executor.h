@@ -76,6 +76,8 @@ class Executor {
   Status start(ConnectionSource& source, const OpInfo* info = nullptr);
   // Point a cached collective executor at this call's buffers and operator.
   void rebind(void* input, void* output, const ReduceSpec& reduce);
+  // Point a cached Send/Recv executor at this batch's buffers (one per op).
+  void rebindBuffers(const std::vector<void*>& buffers);
   // The peers' buffers and the barrier for schedules with peer regions
   // (CollArgs::symmetric); must outlive the run.
   void bindPeers(PeerMemory* peers) { peerMem_ = peers; }

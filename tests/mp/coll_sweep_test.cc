@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/mp/coll_cases.h"
 
@@ -135,6 +136,42 @@ TEST(MpMultiNode, OneRankPerNode) {
 TEST(MpMultiNode, UnevenNodes) {
   // Nodes of 2, 2 and 1 ranks, interleaved so node-local ranks are not contiguous.
   RunResult res = runOnNodes(5, [](int r) { return "mp-uneven-" + std::to_string(r % 3); });
+  EXPECT_RANKS_OK(res);
+}
+
+}  // namespace
+}  // namespace ferry::mp
+
+namespace ferry::mp {
+namespace {
+
+// More call shapes in one group than the plan cache keeps (64): the plans a
+// group built must survive until it ran (evicting one while it was queued
+// ran a freed executor), and the shapes run again from the cache, exact.
+TEST(MpCollGroup, MoreShapesThanCachedPlans) {
+  RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      constexpr int kCalls = 150;
+      RedCase c{ncclInt32, TestOp::kSum, me.nranks};
+      std::vector<std::vector<int32_t>> in(kCalls), out(kCalls);
+      for (int round = 0; round < 2; ++round) {
+        MP_NCCL(ncclGroupStart());
+        for (int k = 0; k < kCalls; ++k) {
+          size_t count = size_t(k) + 1;
+          in[k].resize(count);
+          out[k].assign(count, -1);
+          for (size_t i = 0; i < count; ++i) in[k][i] = int32_t(redInput(c, me.rank, i)) + round;
+          MP_NCCL(ncclAllReduce(in[k].data(), out[k].data(), count, ncclInt32, ncclSum, me.comm, nullptr));
+        }
+        MP_NCCL(ncclGroupEnd());
+        for (int k = 0; k < kCalls; ++k)
+          for (size_t i = 0; i < out[k].size(); ++i)
+            MP_CHECK(out[k][i] == redExpected(c, i) + me.nranks * round, "round %d call %d element %zu: %d", round,
+                     k, i, out[k][i]);
+      }
+      return 0;
+    });
+  }, opts(120));
   EXPECT_RANKS_OK(res);
 }
 
