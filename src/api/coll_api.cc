@@ -98,10 +98,12 @@ Status submit(const CollCall& k, ncclComm_t comm) {
   if (k.count == 0) return Status::ok();
   if (k.kind == CollKind::kAllToAll && task.args.inPlace) {
     // Blocks are received while others are still being sent: work on a copy.
-    auto copy = std::make_shared<std::vector<char>>(k.count * e * c->nranks());
-    std::memcpy(copy->data(), k.sendbuff, copy->size());
+    // Not zero-filled first: the copy overwrites every byte.
+    size_t bytes = k.count * e * c->nranks();
+    std::shared_ptr<char[]> copy = std::make_shared_for_overwrite<char[]>(bytes);
+    std::memcpy(copy.get(), k.sendbuff, bytes);
     task.keepAlive = copy;
-    task.sendbuff = copy->data();
+    task.sendbuff = copy.get();
     task.args.inPlace = false;
   }
   return enqueueColl(task);
