@@ -138,6 +138,11 @@ const std::vector<int>& Executor::activePeers() const {
 
 Status Executor::progress(bool* progressed) {
   if (done_) return Status::ok();
+  // Sends first: posting a piece or a reference is quick, while a receive
+  // may copy a whole block (a 1 MiB cross-memory read takes ~80 us), and a
+  // peer waiting for our reference idles through it. Lane by lane, two
+  // ranks' SendRecv took turns copying: 165 us per 1 MiB op instead of ~90.
+  for (size_t i = 0; i < lanes_.size(); ++i) FERRY_TRY(advanceLane(i, progressed, /*sendsOnly=*/true));
   for (size_t i = 0; i < lanes_.size(); ++i) FERRY_TRY(advanceLane(i, progressed));
   for (Connection* c : conns_) {
     if (c) FERRY_TRY(c->progress());
@@ -155,10 +160,10 @@ Status Executor::progress(bool* progressed) {
   return Status::ok();
 }
 
-Status Executor::advanceLane(size_t lane, bool* progressed) {
+Status Executor::advanceLane(size_t lane, bool* progressed, bool sendsOnly) {
   LaneState& st = lanes_[lane];
   const std::vector<Step>& steps = schedule_.lanes[lane].steps;
-  while (st.step < steps.size()) {
+  while (st.step < steps.size() && (!sendsOnly || steps[st.step].kind == StepKind::kSend)) {
     bool stepDone = false;
     FERRY_TRY(runStep(st, steps[st.step], progressed, &stepDone));
     if (!stepDone) return Status::ok();

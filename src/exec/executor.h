@@ -118,7 +118,7 @@ class Executor {
   bool forwardsRef(const LaneState& st, int peer, Connection* c, size_t k);
   // Receive side: verify and skip the peer's descriptor in a new piece.
   Status takeDescriptor(LaneState& st, int peer);
-  Status advanceLane(size_t lane, bool* progressed);
+  Status advanceLane(size_t lane, bool* progressed, bool sendsOnly = false);
   Status runStep(LaneState& st, const Step& s, bool* progressed, bool* stepDone);
   Status doCopy(const Step& s);
   void doLocalReduce(const Step& s);
