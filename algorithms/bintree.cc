@@ -40,14 +40,18 @@ Schedule broadcast(const CollArgs& a, const CommView& v, const RankTree& t) {
   Lane lane;
   size_t total = a.count * a.elemSize;
   bool root = a.rank == a.root;
-  if (root && !a.inPlace && total > 0)
-    lane.steps.push_back(makeStep(StepKind::kCopy, -1, -1, {kInputBuf, 0}, {kOutputBuf, 0}, total));
+  // The root's own copy after its first chunk's sends: the children read
+  // while it copies.
+  bool copyDue = root && !a.inPlace && total > 0;
   const std::vector<int>& kids = t.children[a.rank];
   forEachChunk(a.count, a.elemSize, v.chunkBytes, [&](size_t off, size_t bytes) {
     Region src{root ? kInputBuf : kOutputBuf, off};
     if (!root) lane.steps.push_back(makeStep(StepKind::kRecv, -1, t.parent[a.rank], {}, src, bytes));
     for (int c : kids) lane.steps.push_back(sendStep(c, src, bytes));
+    if (copyDue) lane.steps.push_back(makeStep(StepKind::kCopy, -1, -1, {kInputBuf, 0}, {kOutputBuf, 0}, total));
+    copyDue = false;
   });
+  if (copyDue) lane.steps.push_back(makeStep(StepKind::kCopy, -1, -1, {kInputBuf, 0}, {kOutputBuf, 0}, total));
   Schedule s{"bintree", {}};
   if (!lane.steps.empty()) s.lanes.push_back(std::move(lane));
   return s;

@@ -144,11 +144,14 @@ Schedule allGather(const CollArgs& a, const CommView& v) {
   size_t block = a.count * a.elemSize;
   return onRings(a, v, [&](const Ring& r, Range rg, bool first) {
     std::vector<Step> s;
-    // Our own block, whole, by the first lane (the other never writes it).
-    if (first && !a.inPlace) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(block * a.rank), block));
+    // Our own block, whole, by the first lane (the other never writes it),
+    // after the first send: the next rank reads while we copy.
+    bool copyDue = first && !a.inPlace;
     forEachRound(rg.len, a.elemSize, 1, v.chunkBytes, [&](size_t base, size_t len) {
       size_t off = (rg.begin + base) * a.elemSize, bytes = len * a.elemSize;
       s.push_back(step(StepKind::kSend, r.next, -1, in(off), {}, bytes));
+      if (copyDue) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(block * a.rank), block));
+      copyDue = false;
       for (int j = 1; j < r.n; ++j) {
         int c = r.mod(r.pos - j);
         bool last = j == r.n - 1;
@@ -156,6 +159,7 @@ Schedule allGather(const CollArgs& a, const CommView& v) {
                          r.prev, {}, out(block * r.blockOf(c) + off), bytes));
       }
     });
+    if (copyDue) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(block * a.rank), block));
     return Lane{std::move(s)};
   });
 }
@@ -166,8 +170,10 @@ Schedule broadcast(const CollArgs& a, const CommView& v) {
   int pos = r.mod(r.pos - r.posOfRank(a.root));
   std::vector<Step> s;
   if (pos == 0) {
-    if (!a.inPlace) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(0), bytes));
+    // The send first: the next rank reads while we copy (the other order
+    // kept a 2-rank 1 MiB Broadcast ~25 us longer).
     s.push_back(step(StepKind::kSend, r.next, -1, in(0), {}, bytes));
+    if (!a.inPlace) s.push_back(step(StepKind::kCopy, -1, -1, in(0), out(0), bytes));
   } else if (pos < r.n - 1) {
     s.push_back(step(StepKind::kRecvCopySend, r.next, r.prev, {}, out(0), bytes));
   } else {
