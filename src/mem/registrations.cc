@@ -66,37 +66,33 @@ Status removeRegistration(const void* comm, void* handle) {
   return Status::ok();
 }
 
-int releaseRegistrationsIn(const void* base, size_t bytes) {
+namespace {
+// Moves every live registration matching `match` to the released set.
+template <typename Match>
+int releaseWhere(Match match) {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
-  uintptr_t b = reinterpret_cast<uintptr_t>(base), e = b + bytes;
   int n = 0;
   for (auto it = t.live.begin(); it != t.live.end();) {
-    if (it->second.begin < e && b < it->second.end) {
-      t.released.insert(it->first);
-      it = t.live.erase(it);
-      ++n;
-    } else {
+    if (!match(it->second)) {
       ++it;
+      continue;
     }
+    t.released.insert(it->first);
+    it = t.live.erase(it);
+    ++n;
   }
   return n;
 }
+}  // namespace
+
+int releaseRegistrationsIn(const void* base, size_t bytes) {
+  uintptr_t b = reinterpret_cast<uintptr_t>(base), e = b + bytes;
+  return releaseWhere([&](const Reg& r) { return r.begin < e && b < r.end; });
+}
 
 int releaseRegistrationsOf(const void* comm) {
-  Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  int n = 0;
-  for (auto it = t.live.begin(); it != t.live.end();) {
-    if (it->second.comm == comm) {
-      t.released.insert(it->first);
-      it = t.live.erase(it);
-      ++n;
-    } else {
-      ++it;
-    }
-  }
-  return n;
+  return releaseWhere([&](const Reg& r) { return r.comm == comm; });
 }
 
 bool isRegistered(const void* comm, const void* p, size_t bytes) {
