@@ -48,26 +48,6 @@ bool fullExchange(int me, int n, const std::vector<P2pTask>& p2ps, Side* s, Side
   return true;
 }
 
-// A receive block that overlaps a send block (the exchange's phases may
-// write one before reading the other).
-bool overlaps(const Side& s, const Side& r) {
-  struct Block {
-    uintptr_t lo, hi;
-    bool send;
-  };
-  std::vector<Block> b;
-  for (const Side* side : {&s, &r})
-    for (size_t p = 0; p < side->at.size(); ++p)
-      if (side->counts[p] > 0) b.push_back({side->at[p], side->at[p] + side->counts[p], side == &s});
-  std::sort(b.begin(), b.end(), [](const Block& x, const Block& y) { return x.lo < y.lo; });
-  uintptr_t sendHi = 0, recvHi = 0;
-  for (const Block& x : b) {
-    if (x.lo < (x.send ? recvHi : sendHi)) return true;
-    (x.send ? sendHi : recvHi) = std::max(x.send ? sendHi : recvHi, x.hi);
-  }
-  return false;
-}
-
 // The send blocks packed into a private copy, which becomes the send side.
 std::shared_ptr<std::vector<char>> packSends(Side* s) {
   size_t total = 0;
@@ -86,6 +66,26 @@ std::shared_ptr<std::vector<char>> packSends(Side* s) {
 
 }  // namespace
 
+bool sendsOverlapReceives(const std::vector<P2pTask>& p2ps) {
+  struct Block {
+    uintptr_t lo, hi;
+    bool send;
+  };
+  std::vector<Block> b;
+  for (const P2pTask& t : p2ps) {
+    uintptr_t lo = reinterpret_cast<uintptr_t>(t.buf);
+    if (t.bytes > 0) b.push_back({lo, lo + t.bytes, t.isSend});
+  }
+  std::sort(b.begin(), b.end(), [](const Block& x, const Block& y) { return x.lo < y.lo; });
+  uintptr_t sendHi = 0, recvHi = 0;
+  for (const Block& x : b) {
+    if (x.lo < (x.send ? recvHi : sendHi)) return true;
+    uintptr_t& hi = x.send ? sendHi : recvHi;
+    hi = std::max(hi, x.hi);
+  }
+  return false;
+}
+
 std::shared_ptr<AlltoAllvCall> p2pRailExchange(Comm* c, const std::vector<P2pTask>& p2ps) {
   if (!config::getBool(config::Param::kP2pRail) || !railvSupports(c->view())) return nullptr;
   const int n = c->nranks(), me = c->rank();
@@ -97,7 +97,7 @@ std::shared_ptr<AlltoAllvCall> p2pRailExchange(Comm* c, const std::vector<P2pTas
   // block: a receive that overlaps a send (an in-place exchange) reads
   // from a copy taken now, before any data moves.
   std::shared_ptr<std::vector<char>> copy;
-  if (overlaps(s, r)) copy = packSends(&s);
+  if (sendsOverlapReceives(p2ps)) copy = packSends(&s);
   auto call = std::make_shared<AlltoAllvCall>(
       c, reinterpret_cast<const void*>(s.base), s.counts.data(), s.displs.data(),
       reinterpret_cast<void*>(r.base), r.counts.data(), r.displs.data(), 1);

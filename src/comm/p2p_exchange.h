@@ -29,4 +29,10 @@ namespace ferry {
 // the ops are not one full exchange (they then run as they are).
 std::shared_ptr<AlltoAllvCall> p2pRailExchange(Comm* c, const std::vector<P2pTask>& p2ps);
 
+// Whether a receive of the batch overlaps one of its sends (an in-place
+// Send/Recv): the sends must then be read from a copy taken before anything
+// moves, since a peer may still read a send block by reference while we
+// receive into it.
+bool sendsOverlapReceives(const std::vector<P2pTask>& p2ps);
+
 }  // namespace ferry
