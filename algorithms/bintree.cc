@@ -51,7 +51,6 @@ Schedule broadcast(const CollArgs& a, const CommView& v, const RankTree& t) {
     if (copyDue) lane.steps.push_back(makeStep(StepKind::kCopy, -1, -1, {kInputBuf, 0}, {kOutputBuf, 0}, total));
     copyDue = false;
   });
-  if (copyDue) lane.steps.push_back(makeStep(StepKind::kCopy, -1, -1, {kInputBuf, 0}, {kOutputBuf, 0}, total));
   Schedule s{"bintree", {}};
   if (!lane.steps.empty()) s.lanes.push_back(std::move(lane));
   return s;

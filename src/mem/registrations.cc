@@ -95,14 +95,4 @@ int releaseRegistrationsOf(const void* comm) {
   return releaseWhere([&](const Reg& r) { return r.comm == comm; });
 }
 
-bool isRegistered(const void* comm, const void* p, size_t bytes) {
-  Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  uintptr_t b = reinterpret_cast<uintptr_t>(p);
-  for (const auto& [h, r] : t.live) {
-    if (r.comm == comm && r.begin <= b && b + bytes <= r.end) return true;
-  }
-  return false;
-}
-
 }  // namespace ferry::mem

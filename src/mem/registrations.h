@@ -6,8 +6,7 @@
 // garbage, foreign or twice-deregistered handle is a clear error instead of
 // a crash; ncclMemFree of a block that is still registered releases those
 // registrations (a later deregister of such a handle succeeds with an INFO
-// line, and the freed range is never taken for registered memory again);
-// destroying a communicator releases its registrations.
+// line); destroying a communicator releases its registrations.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +24,5 @@ Status removeRegistration(const void* comm, void* handle);
 int releaseRegistrationsIn(const void* base, size_t bytes);
 // Releases every registration of `comm` (it is being destroyed); returns how many.
 int releaseRegistrationsOf(const void* comm);
-// Whether [p, p + bytes) lies inside one live registration of `comm`.
-bool isRegistered(const void* comm, const void* p, size_t bytes);
 
 }  // namespace ferry::mem
