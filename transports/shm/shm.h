@@ -1,7 +1,8 @@
 // Shared-memory transport between processes of one node (equal hostHash).
 //
-// Each pair of ranks shares one segment (segment.h) with a FIFO of slots per
-// direction. Small pieces are copied through the slots; large pieces from
+// Each pair of ranks shares one segment (segment.h) with a byte ring per
+// direction. Small pieces are copied through the ring, each a record of
+// whole cache lines stamped in place (an 8-byte piece is one line); large pieces from
 // stable user memory travel as references that the receiver copies straight
 // out of the sender's address space with cross-memory attach
 // (process_vm_readv), so large messages pay one copy, not two. CMA is probed
@@ -42,12 +43,24 @@ class ShmConnection : public Connection {
   std::string describe() const override;
 
  private:
-  bool sendSlotFree();
+  // Where the next record goes: `skip` bytes up to the ring's end first (a
+  // record never straddles it), then `cap` payload bytes at most.
+  struct Placement {
+    size_t skip = 0;
+    size_t cap = 0;
+  };
+  // False when the ring lacks room for a record of minPayload bytes (plus
+  // the line after it, which the stamp protocol zeroes).
+  bool place(size_t minPayload, Placement* p);
+  RecordHeader* sendRecord(size_t skip) const;
+  // Stamps the record at the placed position (and the skip before it).
+  void publish(const Placement& p, size_t payload, uint32_t kind);
   void probePeer();
   Status peerFailed() const;
-  // The peer's allocation named by a kind-2 reference, mapped here; null
+  Status badRecord(const RecordHeader* h) const;
+  // The peer's allocation named by a kSharedRef record, mapped here; null
   // when it cannot be mapped (the piece is then read by CMA).
-  const char* mapped(const SlotHeader* h);
+  const char* mapped(const RefFields* r);
 
   SegmentHeader* hdr_;
   size_t bytes_;
@@ -57,10 +70,15 @@ class ShmConnection : public Connection {
   bool created_;  // this side created the segment (and unlinks it if the peer never came)
   std::string name_;
   uint32_t slots_, slotBytes_;
-  FifoControl* out_;  // we produce
-  FifoControl* in_;   // we consume
-  uint64_t sendTail_ = 0, sendHeadSeen_ = 0;
-  uint64_t recvHead_ = 0, recvTailSeen_ = 0;
+  size_t ring_;          // bytes of each direction's ring
+  RingControl* out_;     // we produce
+  RingControl* in_;      // we consume
+  char* outRing_;
+  char* inRing_;
+  Placement pending_;    // trySend's placement, used by commitSend
+  uint64_t sendTail_ = 0, sendHeadSeen_ = 0;  // absolute byte positions
+  uint64_t recvHead_ = 0;
+  size_t recvLen_ = 0;   // bytes of the record tryRecv showed
   bool probed_ = false;
   mutable bool refsOk_ = false;
   std::map<uint64_t, mem::PeerMapping> maps_;  // allocId -> mapping (bounded)

@@ -9,13 +9,24 @@
 
 namespace ferry::shm {
 
+namespace {
+
+// The smallest payload a slot is offered for: below it the sender waits for
+// the consumer instead of splitting pieces into slivers, and a record that
+// would start within this much of the ring's end starts over at 0.
+constexpr size_t kMinPayload = 4096 - kRecordHeader;
+
+}  // namespace
+
 ShmConnection::ShmConnection(void* base, size_t bytes, int side, int peerRank, bool allowRefs,
                              bool created, std::string name)
     : hdr_(static_cast<SegmentHeader*>(base)), bytes_(bytes), side_(side), peer_(peerRank),
       allowRefs_(allowRefs), created_(created), name_(std::move(name)), slots_(hdr_->slots),
-      slotBytes_(hdr_->slotBytes) {
-  out_ = fifoControl(base, side_, slots_, slotBytes_);
-  in_ = fifoControl(base, 1 - side_, slots_, slotBytes_);
+      slotBytes_(hdr_->slotBytes), ring_(ringBytes(slots_, slotBytes_)) {
+  out_ = ringControl(base, side_, slots_, slotBytes_);
+  in_ = ringControl(base, 1 - side_, slots_, slotBytes_);
+  outRing_ = ringData(out_);
+  inRing_ = ringData(in_);
 }
 
 ShmConnection::~ShmConnection() {
@@ -32,26 +43,62 @@ Status ShmConnection::peerFailed() const {
   return Status::ok();
 }
 
-bool ShmConnection::sendSlotFree() {
-  if (sendTail_ - sendHeadSeen_ < slots_) return true;
-  sendHeadSeen_ = out_->head.load(std::memory_order_acquire);
-  return sendTail_ - sendHeadSeen_ < slots_;
+bool ShmConnection::place(size_t minPayload, Placement* p) {
+  size_t pos = sendTail_ % ring_;
+  size_t toEnd = ring_ - pos;
+  p->skip = toEnd < recordBytes(minPayload) ? toEnd : 0;
+  size_t contiguous = p->skip ? ring_ : toEnd;
+  size_t need = p->skip + recordBytes(minPayload) + kLine;
+  size_t free = ring_ - (sendTail_ - sendHeadSeen_);
+  if (free < need) {
+    sendHeadSeen_ = out_->head.load(std::memory_order_acquire);
+    free = ring_ - (sendTail_ - sendHeadSeen_);
+    if (free < need) return false;
+  }
+  size_t room = std::min(contiguous, free - p->skip - kLine);
+  p->cap = std::min<size_t>(slotBytes_, room - kRecordHeader);
+  return true;
+}
+
+RecordHeader* ShmConnection::sendRecord(size_t skip) const {
+  return reinterpret_cast<RecordHeader*>(outRing_ + (sendTail_ + skip) % ring_);
+}
+
+// Zero the line after the record, then stamp the record, then the skip
+// before it: the consumer reaches each line only through the stamp before
+// it, so it never mistakes the previous lap's bytes for a stamp, and never
+// follows a skip to a record that is not there yet.
+void ShmConnection::publish(const Placement& p, size_t payload, uint32_t kind) {
+  uint64_t at = sendTail_ + p.skip;
+  size_t len = kind == kInline ? recordBytes(payload) : kLine;
+  auto* next = reinterpret_cast<RecordHeader*>(outRing_ + (at + len) % ring_);
+  next->stamp.store(0, std::memory_order_relaxed);
+  RecordHeader* h = sendRecord(p.skip);
+  h->size = static_cast<uint32_t>(payload);
+  h->kind = kind;
+  h->stamp.store(at + 1, std::memory_order_release);
+  if (p.skip) {
+    RecordHeader* s = sendRecord(0);
+    s->size = 0;
+    s->kind = kSkip;
+    s->stamp.store(sendTail_ + 1, std::memory_order_release);
+  }
+  sendTail_ = at + len;
 }
 
 Status ShmConnection::trySend(SendSlot* out) {
   *out = SendSlot{};
-  if (!sendSlotFree()) return peerFailed();
-  SlotHeader* h = slotAt(out_, sendTail_, slots_, slotBytes_);
-  out->data = slotData(h);
-  out->capacity = slotBytes_;
+  if (!place(kMinPayload, &pending_)) return peerFailed();
+  out->data = reinterpret_cast<char*>(sendRecord(pending_.skip)) + kRecordHeader;
+  out->capacity = pending_.cap;
   return Status::ok();
 }
 
 Status ShmConnection::commitSend(size_t bytes) {
-  SlotHeader* h = slotAt(out_, sendTail_, slots_, slotBytes_);
-  h->size = bytes;
-  h->isRef = 0;
-  out_->tail.store(++sendTail_, std::memory_order_release);
+  if (bytes > pending_.cap)
+    return internalError("shm: committed " + std::to_string(bytes) + " bytes into a slot of " +
+                         std::to_string(pending_.cap));
+  publish(pending_, bytes, kInline);
   return Status::ok();
 }
 
@@ -64,20 +111,21 @@ bool ShmConnection::supportsRef() const {
 
 Status ShmConnection::sendRef(const void* src, size_t bytes, bool* accepted) {
   *accepted = false;
-  if (!sendSlotFree()) return peerFailed();
-  SlotHeader* h = slotAt(out_, sendTail_, slots_, slotBytes_);
-  h->size = bytes;
-  h->isRef = 1;
-  h->addr = reinterpret_cast<uint64_t>(src);
-  mem::SharedRange r;
-  if (mem::lookupShared(src, bytes, &r)) {
-    h->isRef = 2;
-    h->fd = static_cast<uint64_t>(r.fd);
-    h->allocId = r.id;
-    h->fileBytes = r.allocBytes;
-    h->fileOffset = r.fileOffset;
+  if (bytes > UINT32_MAX) return internalError("shm: reference of " + std::to_string(bytes) + " bytes");
+  Placement p;
+  if (!place(sizeof(RefFields), &p)) return peerFailed();
+  auto* r = reinterpret_cast<RefFields*>(reinterpret_cast<char*>(sendRecord(p.skip)) + kRecordHeader);
+  uint32_t kind = kRef;
+  r->addr = reinterpret_cast<uint64_t>(src);
+  mem::SharedRange range;
+  if (mem::lookupShared(src, bytes, &range)) {
+    kind = kSharedRef;
+    r->fd = static_cast<uint64_t>(range.fd);
+    r->allocId = range.id;
+    r->fileBytes = range.allocBytes;
+    r->fileOffset = range.fileOffset;
   }
-  out_->tail.store(++sendTail_, std::memory_order_release);
+  publish(p, bytes, kind);
   *accepted = true;
   return Status::ok();
 }
@@ -102,30 +150,49 @@ void ShmConnection::probePeer() {
   hdr_->canRead[side_].store(ok ? 1 : 2, std::memory_order_release);
 }
 
+Status ShmConnection::badRecord(const RecordHeader* h) const {
+  return internalError("shm: malformed record from rank " + std::to_string(peer_) + " (kind " +
+                       std::to_string(h->kind) + ", " + std::to_string(h->size) + " bytes at " +
+                       std::to_string(recvHead_ % ring_) + " of " + name_ + ")");
+}
+
 Status ShmConnection::tryRecv(RecvPiece* out) {
   *out = RecvPiece{};
   if (!probed_) probePeer();
-  if (recvHead_ == recvTailSeen_) {
-    recvTailSeen_ = in_->tail.load(std::memory_order_acquire);
-    if (recvHead_ == recvTailSeen_) return peerFailed();
+  const RecordHeader* h;
+  for (;;) {
+    h = reinterpret_cast<const RecordHeader*>(inRing_ + recvHead_ % ring_);
+    if (h->stamp.load(std::memory_order_acquire) != recvHead_ + 1) return peerFailed();
+    if (h->kind != kSkip) break;
+    recvHead_ += ring_ - recvHead_ % ring_;
   }
-  SlotHeader* h = slotAt(in_, recvHead_, slots_, slotBytes_);
+  size_t pos = recvHead_ % ring_;
+  const char* body = reinterpret_cast<const char*>(h) + kRecordHeader;
   out->ready = true;
   out->size = h->size;
-  out->isRef = h->isRef != 0;
-  out->data = out->isRef ? reinterpret_cast<const void*>(h->addr) : slotData(h);
+  if (h->kind == kInline) {
+    if (h->size > slotBytes_ || pos + recordBytes(h->size) > ring_) return badRecord(h);
+    recvLen_ = recordBytes(h->size);
+    out->data = body;
+    return Status::ok();
+  }
+  if (h->kind != kRef && h->kind != kSharedRef) return badRecord(h);
+  recvLen_ = kLine;
+  const auto* r = reinterpret_cast<const RefFields*>(body);
+  out->isRef = true;
+  out->data = reinterpret_cast<const void*>(r->addr);
   // In the peer's ncclMemAlloc memory, mapped here: read it in place, like
-  // bytes in a slot (the peer keeps it unchanged until we release it).
-  if (h->isRef == 2) {
-    if (const char* m = mapped(h)) {
+  // bytes in the ring (the peer keeps it unchanged until we release it).
+  if (h->kind == kSharedRef) {
+    if (const char* m = mapped(r)) {
       out->isRef = false;
-      out->data = m + h->fileOffset;
+      out->data = m + r->fileOffset;
     }
   }
   return Status::ok();
 }
 
-const char* ShmConnection::mapped(const SlotHeader* h) {
+const char* ShmConnection::mapped(const RefFields* h) {
   constexpr size_t kMaxMaps = 32;  // allocations of one peer kept mapped
   auto it = maps_.find(h->allocId);
   if (it != maps_.end()) return it->second.data();
@@ -166,7 +233,9 @@ Status ShmConnection::readRef(const RecvPiece& piece, size_t offset, void* dst, 
 }
 
 Status ShmConnection::releaseRecv() {
-  in_->head.store(++recvHead_, std::memory_order_release);
+  recvHead_ += recvLen_;
+  recvLen_ = 0;
+  in_->head.store(recvHead_, std::memory_order_release);
   return Status::ok();
 }
 

@@ -54,7 +54,7 @@ Result<void*> createSegment(const std::string& name, int side, uint32_t slots, u
   h->pid[side] = getpid();
   h->probeAddr[side] = reinterpret_cast<uint64_t>(&kProbeWord);
   h->probeValue = kProbeWord;
-  for (int d = 0; d < 2; ++d) new (fifoControl(base, d, slots, slotBytes)) FifoControl();
+  for (int d = 0; d < 2; ++d) new (ringControl(base, d, slots, slotBytes)) RingControl();
   h->ready.store(1, std::memory_order_release);
   return base;
 }
@@ -106,7 +106,8 @@ bool ShmTransport::canConnect(const CommContext&, const PeerInfo& self, const Pe
 }
 
 namespace {
-// Slots per direction and their size (a multiple of the cache line).
+// The ring per direction: slots x slotBytes bytes; slotBytes (a multiple of
+// the cache line) is also the most one record carries.
 std::pair<uint32_t, uint32_t> fifoShape() {
   uint32_t slots = static_cast<uint32_t>(std::max<int64_t>(2, config::getInt(config::Param::kShmSlots)));
   int64_t sb = std::max<int64_t>(4096, config::getInt(config::Param::kShmSlotBytes));

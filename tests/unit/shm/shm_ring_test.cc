@@ -1,0 +1,239 @@
+// The shared-memory byte ring (transports/shm/segment.h): pieces of any size
+// arrive whole and in order across many laps, an 8-byte piece costs one
+// cache line, stale bytes of an earlier lap never pass for a record (the
+// payloads below are filled with exactly the stamps a later lap expects),
+// and a malformed record is an error, not a crash. Both ends are
+// ShmConnections on one memfd mapped twice, as two processes map it.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <new>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "transports/shm/shm.h"
+
+namespace ferry::shm {
+namespace {
+
+class RingPair {
+ public:
+  RingPair(uint32_t slots, uint32_t slotBytes) : bytes_(segmentBytes(slots, slotBytes)) {
+    int fd = memfd_create("ferry-ring-test", 0);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(bytes_)), 0);
+    void* a = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* b = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    auto* h = new (a) SegmentHeader();
+    h->magic = kSegmentMagic;
+    h->slots = slots;
+    h->slotBytes = slotBytes;
+    for (int d = 0; d < 2; ++d) new (ringControl(a, d, slots, slotBytes)) RingControl();
+    ring = ringBytes(slots, slotBytes);
+    txRing = ringData(ringControl(a, 0, slots, slotBytes));
+    tx = std::make_unique<ShmConnection>(a, bytes_, 0, 1, false, false, "tx");
+    rx = std::make_unique<ShmConnection>(b, bytes_, 1, 0, false, false, "rx");
+  }
+  size_t ring = 0;
+  char* txRing = nullptr;  // side 0's ring, as side 0 maps it
+  std::unique_ptr<ShmConnection> tx, rx;
+
+ private:
+  size_t bytes_;
+};
+
+// Fill a piece so that the first word of every line it covers holds the
+// stamp a record starting on that line one lap later will carry.
+void fillHostile(char* dst, size_t n, uint64_t firstLine, size_t ring, uint64_t seed) {
+  for (size_t i = 0; i < n; ++i) dst[i] = static_cast<char>(seed * 131 + i * 7);
+  for (size_t off = kLine - kRecordHeader; off + 8 <= n; off += kLine) {
+    uint64_t v = firstLine + off + kRecordHeader + ring + 1;
+    std::memcpy(dst + off, &v, 8);
+  }
+}
+
+struct Sent {
+  std::vector<char> bytes;
+};
+
+// Receives one piece if there is one; checks it against the oldest sent.
+bool receiveOne(ShmConnection& rx, std::deque<Sent>* sent) {
+  RecvPiece p;
+  EXPECT_TRUE(rx.tryRecv(&p).isOk());
+  if (!p.ready) return false;
+  EXPECT_FALSE(sent->empty());
+  if (sent->empty()) return false;
+  const std::vector<char>& want = sent->front().bytes;
+  EXPECT_EQ(p.size, want.size());
+  EXPECT_EQ(std::memcmp(p.data, want.data(), std::min(p.size, want.size())), 0);
+  sent->pop_front();
+  EXPECT_TRUE(rx.releaseRecv().isOk());
+  return true;
+}
+
+TEST(ShmRing, RandomPiecesCrossManyLapsWholeAndInOrder) {
+  RingPair pair(4, 16384);  // a 64 KiB ring
+  std::mt19937_64 rng(7);
+  std::deque<Sent> sent;
+  uint64_t tail = 0, total = 0;
+  int pieces = 0;
+  while (total < 150 * pair.ring) {
+    SendSlot slot;
+    ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
+    if (!slot.data) {
+      ASSERT_FALSE(sent.empty()) << "no slot although everything was received";
+      int n = 1 + static_cast<int>(rng() % sent.size());
+      for (int i = 0; i < n; ++i) ASSERT_TRUE(receiveOne(*pair.rx, &sent));
+      continue;
+    }
+    ASSERT_GE(slot.capacity, 4096u - kRecordHeader);
+    ASSERT_LE(slot.capacity, 16384u);
+    size_t want = rng() % 3 == 0 ? 1 + rng() % 64 : 1 + rng() % 20000;
+    size_t n = std::min(want, slot.capacity);
+    size_t at = static_cast<size_t>(static_cast<char*>(slot.data) - kRecordHeader - pair.txRing);
+    if (at != tail % pair.ring) {  // the producer skipped to the ring's start
+      ASSERT_EQ(at, 0u);
+      tail += pair.ring - tail % pair.ring;
+    }
+    fillHostile(static_cast<char*>(slot.data), n, tail, pair.ring, static_cast<uint64_t>(pieces));
+    sent.push_back({std::vector<char>(static_cast<char*>(slot.data), static_cast<char*>(slot.data) + n)});
+    ASSERT_TRUE(pair.tx->commitSend(n).isOk());
+    tail += recordBytes(n);
+    total += n;
+    ++pieces;
+    if (rng() % 4 == 0) {  // catch up: the next line holds an earlier lap's bytes
+      while (!sent.empty()) ASSERT_TRUE(receiveOne(*pair.rx, &sent));
+      RecvPiece p;
+      ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+      ASSERT_FALSE(p.ready) << "a stale line passed for a record at " << tail;
+    }
+  }
+  while (!sent.empty()) ASSERT_TRUE(receiveOne(*pair.rx, &sent));
+  RecvPiece p;
+  ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+  EXPECT_FALSE(p.ready) << "a stale line passed for a record";
+  EXPECT_TRUE(pair.tx->sendsDrained());
+  EXPECT_GT(pieces, 1000);
+}
+
+TEST(ShmRing, SmallPiecesTakeOneLineEach) {
+  RingPair pair(8, 131072);  // 1 MiB, the default
+  size_t queued = 0;
+  for (;;) {
+    SendSlot slot;
+    ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
+    if (!slot.data) break;
+    std::memcpy(slot.data, &queued, 8);
+    ASSERT_TRUE(pair.tx->commitSend(8).isOk());
+    ++queued;
+  }
+  // Everything but the minimum free space for a slot holds 64-byte records.
+  EXPECT_GE(queued, (pair.ring - 4096 - kLine) / kLine);
+  EXPECT_FALSE(pair.tx->sendsDrained());
+  for (size_t i = 0; i < queued; ++i) {
+    RecvPiece p;
+    ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+    ASSERT_TRUE(p.ready);
+    ASSERT_EQ(p.size, 8u);
+    size_t v = 0;
+    std::memcpy(&v, p.data, 8);
+    ASSERT_EQ(v, i);
+    ASSERT_TRUE(pair.rx->releaseRecv().isOk());
+  }
+  EXPECT_TRUE(pair.tx->sendsDrained());
+}
+
+TEST(ShmRing, ReferencesInterleaveWithInlinePieces) {
+  RingPair pair(2, 4096);  // the smallest ring: skips at nearly every lap
+  std::vector<char> big(1 << 20, 'r');
+  for (int i = 0; i < 2000; ++i) {
+    bool accepted = false;
+    if (i % 3 == 0) {
+      ASSERT_TRUE(pair.tx->sendRef(big.data() + i, 100000 + i, &accepted).isOk());
+      ASSERT_TRUE(accepted);
+    } else {
+      SendSlot slot;
+      ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
+      ASSERT_NE(slot.data, nullptr);
+      size_t n = i % 2 ? 8 : slot.capacity;
+      std::memset(slot.data, i & 0x7f, n);
+      ASSERT_TRUE(pair.tx->commitSend(n).isOk());
+    }
+    RecvPiece p;
+    ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+    ASSERT_TRUE(p.ready);
+    if (i % 3 == 0) {
+      EXPECT_TRUE(p.isRef);
+      EXPECT_EQ(p.data, big.data() + i);
+      EXPECT_EQ(p.size, static_cast<size_t>(100000 + i));
+    } else {
+      EXPECT_FALSE(p.isRef);
+      EXPECT_EQ(static_cast<const char*>(p.data)[p.size - 1], static_cast<char>(i & 0x7f));
+    }
+    ASSERT_TRUE(pair.rx->releaseRecv().isOk());
+    ASSERT_TRUE(pair.tx->sendsDrained());
+  }
+}
+
+TEST(ShmRing, ConcurrentProducerAndConsumerAgree) {
+  RingPair pair(4, 8192);  // 32 KiB: the producer laps the ring constantly
+  constexpr int kPieces = 200000;
+  std::thread producer([&] {
+    std::mt19937 rng(3);
+    for (int i = 0; i < kPieces;) {
+      SendSlot slot;
+      if (!pair.tx->trySend(&slot).isOk()) return;
+      if (!slot.data) {
+        std::this_thread::yield();
+        continue;
+      }
+      size_t n = std::min<size_t>(slot.capacity, 4 + 4 * (rng() % 600));
+      for (size_t off = 0; off + 4 <= n; off += 4) std::memcpy(static_cast<char*>(slot.data) + off, &i, 4);
+      if (!pair.tx->commitSend(n).isOk()) return;
+      ++i;
+    }
+  });
+  int bad = 0;
+  for (int i = 0; i < kPieces;) {
+    RecvPiece p;
+    ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+    if (!p.ready) {
+      std::this_thread::yield();
+      continue;
+    }
+    for (size_t off = 0; off + 4 <= p.size; off += 4) {
+      int v;
+      std::memcpy(&v, static_cast<const char*>(p.data) + off, 4);
+      bad += v != i;
+    }
+    ASSERT_TRUE(pair.rx->releaseRecv().isOk());
+    ++i;
+  }
+  producer.join();
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(ShmRing, MalformedRecordIsAnError) {
+  RingPair pair(2, 4096);
+  SendSlot slot;
+  ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
+  ASSERT_TRUE(pair.tx->commitSend(8).isOk());
+  // Corrupt the stamped record: an unknown kind, then an oversized inline piece.
+  auto* h = reinterpret_cast<RecordHeader*>(static_cast<char*>(slot.data) - kRecordHeader);
+  h->kind = 9;
+  RecvPiece p;
+  Status s = pair.rx->tryRecv(&p);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("malformed record"), std::string::npos) << s.message();
+  h->kind = kInline;
+  h->size = 1 << 20;
+  EXPECT_FALSE(pair.rx->tryRecv(&p).isOk());
+}
+
+}  // namespace
+}  // namespace ferry::shm
