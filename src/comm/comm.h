@@ -25,6 +25,7 @@
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/fail_board.h"
+#include "comm/repeat_call.h"
 #include "core/status.h"
 #include "exec/executor.h"
 #include "exec/plan_cache.h"
@@ -114,6 +115,7 @@ class Comm final : public ConnectionSource {
   ExecOptions execOptions() const { return execOptions_; }
   // Executors of earlier collectives with the same shape (plan_cache.h).
   PlanCache& plans() { return plans_; }
+  RepeatCalls& repeats() { return repeats_; }
   const CollFilter& algoFilter() const { return algoFilter_; }
   // What the machine looks like to this communicator; identical on every
   // rank (built once at creation from an allgather).
@@ -189,6 +191,7 @@ class Comm final : public ConnectionSource {
   bool checkOps_ = true;
   uint64_t collSeq_ = 0;
   PlanCache plans_;
+  RepeatCalls repeats_;
   mem::WindowTable windows_;
 };
 

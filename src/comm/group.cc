@@ -409,6 +409,8 @@ Status enqueueColl(const CollTask& t) {
     std::unique_ptr<mem::WindowBinding> binding;
     c->plans().beginUse();
     FERRY_ASSIGN(Run r, collRun(c, t, &binding));
+    if (t.key.kind >= 0 && !binding && !t.keepAlive && !t.reduce.premul)
+      c->repeats().remember(RepeatEntry{t.key, c->plans().refOf(r.exec), r.reduce, t.info, r.name});
     log::setThreadRank(c->rank());
     c->enter();
     Status st = runOne(c, r);
@@ -417,6 +419,28 @@ Status enqueueColl(const CollTask& t) {
   }
   tGroup.of(t.comm).colls.push_back(t);
   return Status::ok();
+}
+
+bool findRepeat(Comm* c, const CallKey& k, Repeat* out) {
+  if (tGroup.depth != 0 || c->windows().sync()) return false;
+  const RepeatEntry* e = c->repeats().find(k);
+  if (!e) return false;
+  c->plans().beginUse();
+  *out = Repeat{e, c->plans().touch(e->plan)};
+  return out->exec != nullptr;
+}
+
+Status runRepeat(Comm* c, const Repeat& rep) {
+  const RepeatEntry& e = *rep.entry;
+  Run r{rep.exec, const_cast<void*>(e.key.sendbuff), const_cast<void*>(e.key.recvbuff), e.reduce,
+        e.name, e.info, nullptr};
+  r.info.collSeq = c->nextCollSeq();
+  r.info.self = c->rank();
+  log::setThreadRank(c->rank());
+  c->enter();
+  Status st = runOne(c, r);
+  c->exit();
+  return st;
 }
 
 Status enqueueP2p(const P2pTask& t) {

@@ -35,6 +35,9 @@ struct CollTask {
   // ferryAlltoAllv on a rail-shaped communicator: a count exchange, then
   // the exchange built from it (args and buffers above are unused).
   std::shared_ptr<AlltoAllvCall> alltoallv;
+  // The call's arguments when a repeat of it may skip the checks and the
+  // lookup (repeat_call.h); kind -1: it may not.
+  CallKey key;
 };
 
 struct P2pTask {
@@ -52,6 +55,15 @@ Status groupSimulateEnd(float* estimatedUs);
 int groupDepth();
 
 Status enqueueColl(const CollTask& t);
+// A standalone call (outside any group) with the arguments of an earlier
+// one that was remembered (repeat_call.h): findRepeat gets its plan (false:
+// there is none, nothing happened), runRepeat runs it.
+struct Repeat {
+  const RepeatEntry* entry = nullptr;
+  Executor* exec = nullptr;
+};
+bool findRepeat(Comm* c, const CallKey& k, Repeat* out);
+Status runRepeat(Comm* c, const Repeat& r);
 Status enqueueP2p(const P2pTask& t);
 // ncclCommInitRank inside a group: init runs at the outermost group end.
 Status enqueueInit(Comm* c, const ncclUniqueId& id);

@@ -37,6 +37,12 @@ Executor* PlanCache::findP2p(const std::vector<P2pOp>& ops) {
   return nullptr;
 }
 
+PlanCache::Ref PlanCache::refOf(const Executor* e) const {
+  for (size_t i = 0; i < plans_.size(); ++i)
+    if (plans_[i].exec.get() == e) return Ref{i, generation_};
+  return Ref{0, 0};  // generation 0 never matches
+}
+
 Executor* PlanCache::add(const CollArgs& a, std::unique_ptr<Executor> e) {
   Plan p;
   p.args = a;
@@ -65,6 +71,7 @@ Executor* PlanCache::keep(Plan p) {
   }
   p.used = epoch_;
   plans_.push_back(std::move(p));
+  ++generation_;
   return plans_.back().exec.get();
 }
 

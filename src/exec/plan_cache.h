@@ -28,10 +28,26 @@ class PlanCache {
   // element size, in place), or null.
   Executor* find(const CollArgs& a);
   Executor* add(const CollArgs& a, std::unique_ptr<Executor> e);
+  // Where a plan sits: valid while the cache keeps its shape (any plan
+  // added or evicted moves the others). touch() marks it in use like
+  // find() and returns its executor; null once the generation moved.
+  struct Ref {
+    size_t index = 0;
+    uint64_t generation = 0;
+  };
+  Ref refOf(const Executor* e) const;
+  Executor* touch(const Ref& r) {
+    if (r.generation != generation_) return nullptr;
+    plans_[r.index].used = epoch_;
+    return plans_[r.index].exec.get();
+  }
   // The same for a batch of Send/Recv (peers, directions and sizes in order).
   Executor* findP2p(const std::vector<P2pOp>& ops);
   Executor* addP2p(const std::vector<P2pOp>& ops, std::unique_ptr<Executor> e);
-  void clear() { plans_.clear(); }
+  void clear() {
+    plans_.clear();
+    ++generation_;
+  }
   size_t size() const { return plans_.size(); }
 
  private:
@@ -46,6 +62,7 @@ class PlanCache {
 
   std::vector<Plan> plans_;
   uint64_t epoch_ = 1;
+  uint64_t generation_ = 1;  // bumped whenever plans_ changes shape
 };
 
 }  // namespace ferry

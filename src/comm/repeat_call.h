@@ -1,0 +1,57 @@
+// RepeatCalls: the last few standalone collective calls of a communicator,
+// so a call repeated with the same arguments (a training step's, a
+// benchmark's) skips argument checks, task building and the plan lookup.
+//
+// A call is the same when every argument is: kind, buffers, count, type, op
+// and root. Only calls whose outcome depends on nothing else are kept:
+// built-in reduction ops (a PreMulSum op may be destroyed and its number
+// reused), no symmetric windows on the communicator (a window registered
+// later would change the schedule for some ranks only), no scratch copy
+// (in-place AlltoAll). An entry dies with its plan (PlanCache::Ref).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "exec/executor.h"
+#include "exec/op_check.h"
+#include "exec/plan_cache.h"
+
+namespace ferry {
+
+struct CallKey {
+  const void* sendbuff = nullptr;
+  const void* recvbuff = nullptr;
+  size_t count = 0;
+  int32_t kind = -1;
+  int32_t type = 0;
+  int32_t op = 0;
+  int32_t root = 0;
+  bool operator==(const CallKey&) const = default;
+};
+
+struct RepeatEntry {
+  CallKey key;
+  PlanCache::Ref plan;
+  ReduceSpec reduce;
+  OpInfo info;  // collSeq stamped per call
+  const char* name = nullptr;
+};
+
+class RepeatCalls {
+ public:
+  static constexpr size_t kEntries = 4;
+  // The entry of an earlier call with these arguments, or null.
+  const RepeatEntry* find(const CallKey& k) const {
+    for (const RepeatEntry& e : entries_)
+      if (e.key == k) return &e;
+    return nullptr;
+  }
+  void remember(const RepeatEntry& e);
+
+ private:
+  RepeatEntry entries_[kEntries];
+  size_t next_ = 0;  // replaced round-robin
+};
+
+}  // namespace ferry

@@ -1,0 +1,133 @@
+// Repeated standalone calls (src/comm/repeat_call.h): a collective called
+// again with the same arguments skips the checks and the plan lookup. These
+// tests cover what could make the shortcut wrong: new data in the same
+// buffers, the plan evicted between repeats, a PreMulSum op destroyed and
+// its number reused with another scalar, and symmetric windows registered
+// after only some ranks had a remembered call (those ranks would skip the
+// window binding the others do, and the ranks would run different
+// schedules: a hang or wrong values).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tests/mp/coll_cases.h"
+
+namespace ferry::mp {
+namespace {
+
+RunOptions opts(int timeoutSec) {
+  RunOptions o;
+  o.timeoutSec = timeoutSec;
+  o.env["FERRY_TIMEOUT_MS"] = "15000";
+  return o;
+}
+
+// sum over ranks of (r + 1) * (i + 1) + round
+int32_t want(int nranks, size_t i, int round) {
+  return int32_t(nranks * (nranks + 1) / 2 * (i + 1)) + nranks * round;
+}
+
+// out[count] (callers leave room for it) guards against a call that ran
+// with another call's count.
+int allReduceRound(const Rank& me, int32_t* in, int32_t* out, size_t count, int round) {
+  for (size_t i = 0; i < count; ++i) in[i] = int32_t((me.rank + 1) * (i + 1)) + round;
+  out[count] = -7;
+  MP_NCCL(ncclAllReduce(in, out, count, ncclInt32, ncclSum, me.comm, nullptr));
+  MP_CHECK(out[count] == -7, "round %d: count %zu wrote past its end", round, count);
+  for (size_t i = 0; i < count; ++i)
+    MP_CHECK(out[i] == want(me.nranks, i, round), "round %d element %zu: %d, want %d", round, i,
+             out[i], want(me.nranks, i, round));
+  return 0;
+}
+
+TEST(MpRepeatCall, SameArgumentsNewDataExact) {
+  RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      constexpr size_t kCount = 1000;
+      std::vector<int32_t> in(kCount), out(kCount + 1), bc(kCount);
+      for (int round = 0; round < 30; ++round) {
+        MP_TRY(allReduceRound(me, in.data(), out.data(), kCount, round));
+        for (size_t i = 0; i < kCount; ++i) bc[i] = me.rank == 1 ? int32_t(i) * 3 + round : -1;
+        MP_NCCL(ncclBroadcast(bc.data(), bc.data(), kCount, ncclInt32, 1, me.comm, nullptr));
+        for (size_t i = 0; i < kCount; ++i)
+          MP_CHECK(bc[i] == int32_t(i) * 3 + round, "broadcast round %d element %zu: %d", round, i, bc[i]);
+      }
+      return 0;
+    });
+  }, opts(120));
+  EXPECT_RANKS_OK(res);
+}
+
+// A group of 70 other shapes between two repeats evicts the first call's
+// plan (the cache keeps 64) but leaves the remembered call (groups are not
+// remembered): the repeat must build the plan again, not run whatever plan
+// took its place, nor a freed one.
+TEST(MpRepeatCall, PlanEvictedBetweenRepeats) {
+  RunResult res = runRanks(2, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      std::vector<int32_t> in(200), out(201), scratch(200);
+      MP_TRY(allReduceRound(me, in.data(), out.data(), 100, 0));
+      MP_TRY(allReduceRound(me, in.data(), out.data(), 100, 1));
+      MP_NCCL(ncclGroupStart());
+      for (size_t count = 101; count < 171; ++count)
+        MP_NCCL(ncclAllReduce(scratch.data(), scratch.data(), count, ncclInt32, ncclSum, me.comm, nullptr));
+      MP_NCCL(ncclGroupEnd());
+      MP_TRY(allReduceRound(me, in.data(), out.data(), 100, 3));
+      MP_TRY(allReduceRound(me, in.data(), out.data(), 100, 4));
+      return 0;
+    });
+  }, opts(120));
+  EXPECT_RANKS_OK(res);
+}
+
+// Same buffers, same op number, another scalar: never a remembered call.
+TEST(MpRepeatCall, PreMulSumRecreatedWithAnotherScalar) {
+  RunResult res = runRanks(2, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      std::vector<int32_t> in(64, me.rank + 1), out(64);
+      for (int32_t scalar : {2, 3, 5}) {
+        ncclRedOp_t op;
+        MP_NCCL(ncclRedOpCreatePreMulSum(&op, &scalar, ncclInt32, ncclScalarHostImmediate, me.comm));
+        for (int k = 0; k < 2; ++k) {
+          MP_NCCL(ncclAllReduce(in.data(), out.data(), in.size(), ncclInt32, op, me.comm, nullptr));
+          for (size_t i = 0; i < out.size(); ++i)
+            MP_CHECK(out[i] == scalar * 3, "scalar %d call %d element %zu: %d", scalar, k, i, out[i]);
+        }
+        MP_NCCL(ncclRedOpDestroy(op, me.comm));
+      }
+      return 0;
+    });
+  }, opts(60));
+  EXPECT_RANKS_OK(res);
+}
+
+// Rank 0 repeats AllReduce on its window-to-be, rank 1 on other memory;
+// after every rank registered the windows, all must bind them alike.
+TEST(MpRepeatCall, WindowsRegisteredAfterSomeRanksRepeated) {
+  RunResult res = runRanks(2, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      constexpr size_t kCount = 4096;
+      size_t bytes = (2 * kCount + 1) * sizeof(int32_t);
+      void* base = nullptr;
+      MP_NCCL(ncclMemAlloc(&base, bytes));
+      auto* in = static_cast<int32_t*>(base);
+      int32_t* out = in + kCount;
+      std::vector<int32_t> otherIn(kCount), otherOut(kCount + 1);
+      for (int round = 0; round < 2; ++round) {
+        if (me.rank == 0) MP_TRY(allReduceRound(me, in, out, kCount, round));
+        else MP_TRY(allReduceRound(me, otherIn.data(), otherOut.data(), kCount, round));
+      }
+      ncclWindow_t win;
+      MP_NCCL(ncclCommWindowRegister(me.comm, base, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+      for (int round = 2; round < 5; ++round) MP_TRY(allReduceRound(me, in, out, kCount, round));
+      MP_NCCL(ncclCommWindowDeregister(me.comm, win));
+      MP_TRY(allReduceRound(me, in, out, kCount, 5));
+      MP_NCCL(ncclMemFree(base));
+      return 0;
+    });
+  }, opts(60));
+  EXPECT_RANKS_OK(res);
+}
+
+}  // namespace
+}  // namespace ferry::mp
