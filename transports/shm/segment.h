@@ -5,15 +5,15 @@
 // nothing is left in /dev/shm once both are in.
 //
 // Ring d carries pieces from side d to side 1-d as records packed one after
-// another in cache lines (byte ring, not fixed slots): an 8-byte piece is a
-// single 64-byte line, so small messages queue deep and cost one line each.
-// A record's first word is its stamp: its absolute byte position + 1, stored
-// last (release). The consumer polls the stamp at its head position: no tail
-// counter, no second line to read. Stale bytes from the previous lap can
-// never pass for a stamp because the producer zeroes the next record's first
-// line before it stamps the current one (RingWriter in shm_connection.cc).
-// The consumer publishes `head` (its position) when it releases a record; the
-// producer reads it only when its cached view of the free space runs out.
+// another in cache lines (a byte ring, not fixed slots): an 8-byte piece is
+// one 64-byte line, so small messages queue thousands deep in the same
+// memory (8 deep with 128 KiB slots before: a Broadcast root could run only
+// 8 operations ahead of its receivers). The producer publishes `tail` (bytes
+// written, absolute) after the records; the consumer reads records below it
+// and publishes `head` as it releases them; the producer reads `head` only
+// when its cached view of the free space runs out. A record's first word is
+// its stamp, its absolute position + 1: a consistency check (a record that
+// does not carry the stamp its position predicts is an error, not data).
 #pragma once
 
 #include <atomic>
@@ -40,6 +40,7 @@ struct alignas(64) SegmentHeader {
 
 struct alignas(64) RingControl {
   alignas(64) std::atomic<uint64_t> head;  // consumer: bytes released (absolute)
+  alignas(64) std::atomic<uint64_t> tail;  // producer: bytes published (absolute)
 };
 
 // Record kinds. kRef: {addr} in the producer's memory (process_vm_readv);
@@ -52,7 +53,7 @@ enum RecordKind : uint32_t { kInline = 0, kRef = 1, kSharedRef = 2, kSkip = 3 };
 // The first 16 bytes of every record; inline payload follows at once, a
 // reference's fields follow instead (RefFields). Records are whole lines.
 struct RecordHeader {
-  std::atomic<uint64_t> stamp;  // absolute position + 1 once valid; 0 or stale otherwise
+  std::atomic<uint64_t> stamp;  // absolute position + 1
   uint32_t size;                // payload bytes (inline or referenced)
   uint32_t kind;                // RecordKind
 };

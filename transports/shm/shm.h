@@ -2,7 +2,7 @@
 //
 // Each pair of ranks shares one segment (segment.h) with a byte ring per
 // direction. Small pieces are copied through the ring, each a record of
-// whole cache lines stamped in place (an 8-byte piece is one line); large pieces from
+// whole cache lines (an 8-byte piece is one line); large pieces from
 // stable user memory travel as references that the receiver copies straight
 // out of the sender's address space with cross-memory attach
 // (process_vm_readv), so large messages pay one copy, not two. CMA is probed
@@ -49,8 +49,7 @@ class ShmConnection : public Connection {
     size_t skip = 0;
     size_t cap = 0;
   };
-  // False when the ring lacks room for a record of minPayload bytes (plus
-  // the line after it, which the stamp protocol zeroes).
+  // False when the ring lacks room for a record of minPayload bytes.
   bool place(size_t minPayload, Placement* p);
   RecordHeader* sendRecord(size_t skip) const;
   // Stamps the record at the placed position (and the skip before it).
@@ -77,7 +76,8 @@ class ShmConnection : public Connection {
   char* inRing_;
   Placement pending_;    // trySend's placement, used by commitSend
   uint64_t sendTail_ = 0, sendHeadSeen_ = 0;  // absolute byte positions
-  uint64_t recvHead_ = 0;
+  uint64_t recvHead_ = 0, recvTailSeen_ = 0;
+  size_t sendPos_ = 0, recvPos_ = 0;  // the same modulo ring_ (no division per piece)
   size_t recvLen_ = 0;   // bytes of the record tryRecv showed
   bool probed_ = false;
   mutable bool refsOk_ = false;

@@ -1,7 +1,8 @@
 // The shared-memory byte ring (transports/shm/segment.h): pieces of any size
 // arrive whole and in order across many laps, an 8-byte piece costs one
 // cache line, stale bytes of an earlier lap never pass for a record (the
-// payloads below are filled with exactly the stamps a later lap expects),
+// payloads below are filled with exactly the stamps a later lap expects;
+// the consumer must stop at the producer's tail),
 // and a malformed record is an error, not a crash. Both ends are
 // ShmConnections on one memfd mapped twice, as two processes map it.
 #include <gtest/gtest.h>
@@ -133,7 +134,7 @@ TEST(ShmRing, SmallPiecesTakeOneLineEach) {
     ++queued;
   }
   // Everything but the minimum free space for a slot holds 64-byte records.
-  EXPECT_GE(queued, (pair.ring - 4096 - kLine) / kLine);
+  EXPECT_GE(queued, (pair.ring - 4096) / kLine);
   EXPECT_FALSE(pair.tx->sendsDrained());
   for (size_t i = 0; i < queued; ++i) {
     RecvPiece p;
@@ -233,6 +234,14 @@ TEST(ShmRing, MalformedRecordIsAnError) {
   h->kind = kInline;
   h->size = 1 << 20;
   EXPECT_FALSE(pair.rx->tryRecv(&p).isOk());
+  h->size = 8;
+  h->stamp.store(12345);  // not the stamp its position predicts
+  s = pair.rx->tryRecv(&p);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("malformed record"), std::string::npos) << s.message();
+  h->stamp.store(1);
+  ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+  EXPECT_TRUE(p.ready);
 }
 
 }  // namespace
