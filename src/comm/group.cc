@@ -93,6 +93,15 @@ struct CommWork {
   std::vector<std::unique_ptr<mem::WindowBinding>> bindings;
   std::shared_ptr<AlltoAllvCall> exchange;  // the group's Send/Recv as one (p2p_exchange.h)
   std::shared_ptr<char[]> sendCopy;          // in-place Send/Recv: what the sends read
+  // Ready for the next group: everything released, the runs' memory kept.
+  void reset(Comm* c) {
+    comm = c;
+    runs.clear();
+    result = Status();
+    bindings.clear();
+    exchange.reset();
+    sendCopy.reset();
+  }
 };
 
 Result<Choice> choose(Comm* c, const CollArgs& args) {
@@ -305,13 +314,15 @@ Status destroyedWhileQueued(const std::vector<CollTask>& colls, const std::vecto
                       "); that work was not run");
 }
 
-Status runAll(std::vector<CommWork>& work);
+Status runAll(std::vector<CommWork>& work, size_t n);
 
 Status execute(GroupState& g) {
   Status result;
   if (!g.inits.empty()) result = runInits(g.inits);
-  std::vector<CommWork> work;
-  work.reserve(g.used);
+  // Reused from group to group: a group of one Send and one Recv allocated
+  // its work list and run list per call.
+  thread_local std::vector<CommWork> work;
+  size_t n = 0;
   Status built;
   for (size_t i = 0; i < g.used; ++i) {
     CommTasks& q = g.comms[i];
@@ -321,27 +332,32 @@ Status execute(GroupState& g) {
       if (result.isOk() || result.code() == Code::kInProgress) result = st;
       continue;
     }
-    work.push_back(CommWork{c, {}, Status(), {}});
-    if (built.isOk()) built = buildWork(&work.back(), q.colls, q.p2ps);
+    if (n == work.size()) work.emplace_back();
+    work[n].reset(c);
+    if (built.isOk()) built = buildWork(&work[n], q.colls, q.p2ps);
+    ++n;
   }
-  Status ran = built.isOk() ? runAll(work) : built;
-  for (auto& w : work) w.comm->exit();
+  Status ran = built.isOk() ? runAll(work, n) : built;
+  for (size_t i = 0; i < n; ++i) {
+    work[i].comm->exit();
+    work[i].reset(nullptr);
+  }
   if (!ran.isOk() && (result.isOk() || result.code() == Code::kInProgress)) result = ran;
   return result;
 }
 
-Status runAll(std::vector<CommWork>& work) {
+Status runAll(std::vector<CommWork>& work, size_t n) {
   Status result;
-  if (work.empty()) return result;
-  if (work.size() == 1) {
+  if (n == 0) return result;
+  if (n == 1) {
     runWork(&work[0]);
   } else {
     std::vector<std::thread> threads;
-    for (auto& w : work) threads.emplace_back(runWork, &w);
+    for (size_t i = 0; i < n; ++i) threads.emplace_back(runWork, &work[i]);
     for (auto& t : threads) t.join();
   }
-  for (auto& w : work)
-    if (!w.result.isOk() && (result.isOk() || result.code() == Code::kInProgress)) result = w.result;
+  for (size_t i = 0; i < n; ++i)
+    if (!work[i].result.isOk() && (result.isOk() || result.code() == Code::kInProgress)) result = work[i].result;
   return result;
 }
 

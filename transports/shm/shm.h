@@ -2,7 +2,7 @@
 //
 // Each pair of ranks shares one segment (segment.h) with a byte ring per
 // direction. Small pieces are copied through the ring, each a record of
-// whole cache lines (an 8-byte piece is one line); large pieces from
+// whole line pairs (an 8-byte piece is one pair); large pieces from
 // stable user memory travel as references that the receiver copies straight
 // out of the sender's address space with cross-memory attach
 // (process_vm_readv), so large messages pay one copy, not two. CMA is probed

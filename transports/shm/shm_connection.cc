@@ -71,7 +71,7 @@ RecordHeader* ShmConnection::sendRecord(size_t skip) const {
 // 8 B SendRecv ~10% slower in one A/B; the difference is near the noise).
 void ShmConnection::publish(const Placement& p, size_t payload, uint32_t kind) {
   uint64_t at = sendTail_ + p.skip;
-  size_t len = kind == kInline ? recordBytes(payload) : kLine;
+  size_t len = kind == kInline ? recordBytes(payload) : kRecordAlign;
   size_t end = (p.skip ? 0 : sendPos_) + len;  // where the next record goes
   if (end == ring_) end = 0;
   RecordHeader* h = sendRecord(p.skip);
@@ -185,7 +185,7 @@ Status ShmConnection::tryRecv(RecvPiece* out) {
     return Status::ok();
   }
   if (h->kind != kRef && h->kind != kSharedRef) return badRecord(h);
-  recvLen_ = kLine;
+  recvLen_ = kRecordAlign;
   const auto* r = reinterpret_cast<const RefFields*>(body);
   out->isRef = true;
   out->data = reinterpret_cast<const void*>(r->addr);

@@ -1,6 +1,6 @@
 // The shared-memory byte ring (transports/shm/segment.h): pieces of any size
 // arrive whole and in order across many laps, an 8-byte piece costs one
-// cache line, stale bytes of an earlier lap never pass for a record (the
+// 128-byte record, stale bytes of an earlier lap never pass for a record (the
 // payloads below are filled with exactly the stamps a later lap expects;
 // the consumer must stop at the producer's tail),
 // and a malformed record is an error, not a crash. Both ends are
@@ -122,7 +122,7 @@ TEST(ShmRing, RandomPiecesCrossManyLapsWholeAndInOrder) {
   EXPECT_GT(pieces, 1000);
 }
 
-TEST(ShmRing, SmallPiecesTakeOneLineEach) {
+TEST(ShmRing, SmallPiecesTakeOneRecordEach) {
   RingPair pair(8, 131072);  // 1 MiB, the default
   size_t queued = 0;
   for (;;) {
@@ -133,8 +133,8 @@ TEST(ShmRing, SmallPiecesTakeOneLineEach) {
     ASSERT_TRUE(pair.tx->commitSend(8).isOk());
     ++queued;
   }
-  // Everything but the minimum free space for a slot holds 64-byte records.
-  EXPECT_GE(queued, (pair.ring - 4096) / kLine);
+  // Everything but the minimum free space for a slot holds 128-byte records.
+  EXPECT_GE(queued, (pair.ring - 4096) / kRecordAlign);
   EXPECT_FALSE(pair.tx->sendsDrained());
   for (size_t i = 0; i < queued; ++i) {
     RecvPiece p;
