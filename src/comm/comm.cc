@@ -22,6 +22,7 @@ Comm::Comm(int rank, int nranks, CommConfig config)
   execOptions_.refThreshold = static_cast<size_t>(
       std::max<int64_t>(1, config::getInt(config::Param::kCmaThreshold)));
   checkOps_ = config::getBool(config::Param::kCheckOps);
+  p2pRail_ = config::getBool(config::Param::kP2pRail);
   asyncResult_.store(ncclInProgress);
 }
 
@@ -192,7 +193,7 @@ bool processAlive(int pid) {
 }  // namespace
 
 Status Comm::checkPeers(const std::vector<int>& peers) {
-  int64_t now = nowMs();
+  int64_t now = nowCoarseMs();  // a rate limit of ~100 ms: the tick is fine
   if (now - lastPeerCheckMs_ < peerCheckMs_) return Status::ok();
   lastPeerCheckMs_ = now;
   for (int p : peers) {

@@ -27,6 +27,7 @@
 #include "comm/fail_board.h"
 #include "comm/repeat_call.h"
 #include "core/status.h"
+#include "core/wait.h"
 #include "exec/executor.h"
 #include "exec/plan_cache.h"
 #include "kernels/reduce.h"
@@ -70,6 +71,8 @@ class Comm final : public ConnectionSource {
   Result<Connection*> connection(int peer) override;
   // Error if a same-node peer in `peers` has exited (rate limited).
   Status checkPeers(const std::vector<int>& peers);
+  // Whether checkPeers would look now (a wait builds its peer list only then).
+  bool peerCheckDue() const { return nowCoarseMs() - lastPeerCheckMs_ >= peerCheckMs_; }
   // While a lazy connect waits for `peer` (CommContext::connectCheck).
   Status connectCheck(int peer);
   // Ok, or the failure another rank of this host posted (fail_board.h).
@@ -125,6 +128,8 @@ class Comm final : public ConnectionSource {
   int64_t timeoutMs() const { return timeoutMs_; }
   // Operation checks (exec/op_check.h) on; the next collective's number.
   bool checkOps() const { return checkOps_; }
+  // FERRY_P2P_RAIL, read once (a config read takes a lock: too dear per call).
+  bool p2pRail() const { return p2pRail_; }
   uint64_t nextCollSeq() { return ++collSeq_; }
   uint64_t commHash() const { return ctx_.commHash; }
   int nextSplitSeq() { return splitSeq_++; }
@@ -189,6 +194,7 @@ class Comm final : public ConnectionSource {
   int splitSeq_ = 0;
   int shrinkSeq_ = 0;
   bool checkOps_ = true;
+  bool p2pRail_ = false;
   uint64_t collSeq_ = 0;
   PlanCache plans_;
   RepeatCalls repeats_;

@@ -71,7 +71,8 @@ bool sendsOverlapReceives(const std::vector<P2pTask>& p2ps) {
     uintptr_t lo, hi;
     bool send;
   };
-  std::vector<Block> b;
+  thread_local std::vector<Block> b;  // reused: checked on every Send/Recv group
+  b.clear();
   for (const P2pTask& t : p2ps) {
     uintptr_t lo = reinterpret_cast<uintptr_t>(t.buf);
     if (t.bytes > 0) b.push_back({lo, lo + t.bytes, t.isSend});
@@ -87,7 +88,7 @@ bool sendsOverlapReceives(const std::vector<P2pTask>& p2ps) {
 }
 
 std::shared_ptr<AlltoAllvCall> p2pRailExchange(Comm* c, const std::vector<P2pTask>& p2ps) {
-  if (!config::getBool(config::Param::kP2pRail) || !railvSupports(c->view())) return nullptr;
+  if (!c->p2pRail() || !railvSupports(c->view())) return nullptr;
   const int n = c->nranks(), me = c->rank();
   Side s(n), r(n);
   if (!fullExchange(me, n, p2ps, &s, &r)) return nullptr;
