@@ -1,5 +1,6 @@
 #include "comm/registry.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -10,6 +11,7 @@ struct Registry {
   std::mutex mu;
   std::map<const void*, uint64_t> live;  // comm -> serial
   uint64_t nextSerial = 1;
+  std::atomic<uint64_t> removals{0};  // bumped by every unregisterComm
 };
 
 Registry& registry() {
@@ -30,12 +32,22 @@ void unregisterComm(Comm* c) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lk(r.mu);
   r.live.erase(c);
+  r.removals.fetch_add(1, std::memory_order_release);
 }
 
+// Every call checks its communicator: the thread's last live one is known
+// live without the lock until any communicator is unregistered.
 bool isLiveComm(const void* c) {
+  thread_local const void* lastLive = nullptr;
+  thread_local uint64_t lastRemovals = 0;
   Registry& r = registry();
+  uint64_t removals = r.removals.load(std::memory_order_acquire);
+  if (c == lastLive && removals == lastRemovals) return true;
   std::lock_guard<std::mutex> lk(r.mu);
-  return r.live.count(c) != 0;
+  if (r.live.count(c) == 0) return false;
+  lastLive = c;
+  lastRemovals = r.removals.load(std::memory_order_relaxed);
+  return true;
 }
 
 bool acquireComm(Comm* c, uint64_t serial) {

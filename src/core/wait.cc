@@ -83,15 +83,20 @@ int64_t nowCoarseMs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
+// Every wait starts here: the configuration is read once (a config read
+// takes a lock, and oversubscribed ranks read FERRY_SPIN_COUNT's "set" bit
+// on every operation before).
 int Backoff::defaultSpinCount() {
   static std::atomic<int> cached{-1};
-  int v = cached.load(std::memory_order_relaxed);
+  static std::atomic<bool> userSet{false};
+  int v = cached.load(std::memory_order_acquire);
   if (v < 0) {
     int64_t n = config::getInt(config::Param::kSpinCount);
     v = static_cast<int>(std::clamp<int64_t>(n, 0, 1 << 30));
-    cached.store(v, std::memory_order_relaxed);
+    userSet.store(config::isSet(config::Param::kSpinCount), std::memory_order_relaxed);
+    cached.store(v, std::memory_order_release);
   }
-  if (gOversubscribed.load(std::memory_order_relaxed) && !config::isSet(config::Param::kSpinCount))
+  if (gOversubscribed.load(std::memory_order_relaxed) && !userSet.load(std::memory_order_relaxed))
     return std::min(v, kOversubscribedSpin);
   return v;
 }
