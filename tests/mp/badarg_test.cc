@@ -138,9 +138,12 @@ TEST(MpBadArgs, DestroyedAndAbortedCommsAreRejected) {
       [](int rank, int n, const ncclUniqueId& id) {
         ncclComm_t c = nullptr;
         MP_NCCL(ncclCommInitRank(&c, n, id, rank));
+        // A call first: the thread remembers c as live (registry.cc) and
+        // must forget it when c is destroyed.
+        float x = 1.0f;
+        MP_NCCL(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, c, nullptr));
         MP_NCCL(ncclCommDestroy(c));
         int count = -1;
-        float x = 1.0f;
         MP_EXPECT_RESULT(ncclCommCount(c, &count), kArg);
         MP_EXPECT_RESULT(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, c, nullptr), kArg);
         MP_EXPECT_RESULT(ncclCommDestroy(c), kArg);
