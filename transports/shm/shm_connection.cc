@@ -14,7 +14,7 @@ namespace {
 // The smallest payload a slot is offered for: below it the sender waits for
 // the consumer instead of splitting pieces into slivers, and a record that
 // would start within this much of the ring's end starts over at 0.
-constexpr size_t kMinPayload = 4096 - kRecordHeader;
+constexpr size_t kMinPayload = 4096 - kPayloadOffset;
 
 }  // namespace
 
@@ -55,7 +55,7 @@ bool ShmConnection::place(size_t minPayload, Placement* p) {
     if (free < need) return false;
   }
   size_t room = std::min(contiguous, free - p->skip);
-  p->cap = std::min<size_t>(slotBytes_, room - kRecordHeader);
+  p->cap = std::min<size_t>(slotBytes_, room - kPayloadOffset);
   return true;
 }
 
@@ -92,7 +92,7 @@ void ShmConnection::publish(const Placement& p, size_t payload, uint32_t kind) {
 Status ShmConnection::trySend(SendSlot* out) {
   *out = SendSlot{};
   if (!place(kMinPayload, &pending_)) return peerFailed();
-  out->data = reinterpret_cast<char*>(sendRecord(pending_.skip)) + kRecordHeader;
+  out->data = reinterpret_cast<char*>(sendRecord(pending_.skip)) + kPayloadOffset;
   out->capacity = pending_.cap;
   return Status::ok();
 }
@@ -175,13 +175,13 @@ Status ShmConnection::tryRecv(RecvPiece* out) {
     recvPos_ = 0;
   }
   size_t pos = recvPos_;
-  const char* body = reinterpret_cast<const char*>(h) + kRecordHeader;
+  const char* body = reinterpret_cast<const char*>(h) + kRecordHeader;  // a reference's fields
   out->ready = true;
   out->size = h->size;
   if (h->kind == kInline) {
     if (h->size > slotBytes_ || pos + recordBytes(h->size) > ring_) return badRecord(h);
     recvLen_ = recordBytes(h->size);
-    out->data = body;
+    out->data = reinterpret_cast<const char*>(h) + kPayloadOffset;
     return Status::ok();
   }
   if (h->kind != kRef && h->kind != kSharedRef) return badRecord(h);

@@ -52,8 +52,8 @@ class RingPair {
 // stamp a record starting on that line one lap later will carry.
 void fillHostile(char* dst, size_t n, uint64_t firstLine, size_t ring, uint64_t seed) {
   for (size_t i = 0; i < n; ++i) dst[i] = static_cast<char>(seed * 131 + i * 7);
-  for (size_t off = kLine - kRecordHeader; off + 8 <= n; off += kLine) {
-    uint64_t v = firstLine + off + kRecordHeader + ring + 1;
+  for (size_t off = 0; off + 8 <= n; off += kLine) {
+    uint64_t v = firstLine + kPayloadOffset + off + ring + 1;
     std::memcpy(dst + off, &v, 8);
   }
 }
@@ -92,11 +92,12 @@ TEST(ShmRing, RandomPiecesCrossManyLapsWholeAndInOrder) {
       for (int i = 0; i < n; ++i) ASSERT_TRUE(receiveOne(*pair.rx, &sent));
       continue;
     }
-    ASSERT_GE(slot.capacity, 4096u - kRecordHeader);
+    ASSERT_GE(slot.capacity, 4096u - kPayloadOffset);
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(slot.data) % kLine, 0u) << "payload off a line";
     ASSERT_LE(slot.capacity, 16384u);
     size_t want = rng() % 3 == 0 ? 1 + rng() % 64 : 1 + rng() % 20000;
     size_t n = std::min(want, slot.capacity);
-    size_t at = static_cast<size_t>(static_cast<char*>(slot.data) - kRecordHeader - pair.txRing);
+    size_t at = static_cast<size_t>(static_cast<char*>(slot.data) - kPayloadOffset - pair.txRing);
     if (at != tail % pair.ring) {  // the producer skipped to the ring's start
       ASSERT_EQ(at, 0u);
       tail += pair.ring - tail % pair.ring;
@@ -225,7 +226,7 @@ TEST(ShmRing, MalformedRecordIsAnError) {
   ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
   ASSERT_TRUE(pair.tx->commitSend(8).isOk());
   // Corrupt the stamped record: an unknown kind, then an oversized inline piece.
-  auto* h = reinterpret_cast<RecordHeader*>(static_cast<char*>(slot.data) - kRecordHeader);
+  auto* h = reinterpret_cast<RecordHeader*>(static_cast<char*>(slot.data) - kPayloadOffset);
   h->kind = 9;
   RecvPiece p;
   Status s = pair.rx->tryRecv(&p);
