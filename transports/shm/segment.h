@@ -65,9 +65,8 @@ struct RecordHeader {
 constexpr size_t kRecordHeader = sizeof(RecordHeader);
 static_assert(kRecordHeader == 16);
 // Inline payload starts on the record's second line: copies into and out of
-// the ring stay 64-byte aligned (glibc's `rep movsb` copy ran at ~2.4 GB/s
-// here with the destination 16 bytes off a line: a 2-rank 1 MiB Reduce took
-// 440 us instead of ~45). A small piece still takes one 128-byte record.
+// the ring stay 64-byte aligned (a 128 KiB memcpy 16 bytes off a line ran
+// ~10% slower here). A small piece still takes one 128-byte record.
 constexpr size_t kPayloadOffset = kLine;
 
 struct RefFields {
