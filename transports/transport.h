@@ -77,6 +77,10 @@ struct CommContext {
 struct SendSlot {
   void* data = nullptr;    // nullptr: no free slot right now, try again later
   size_t capacity = 0;
+  // In: the bytes the caller means to write, when it knows (0: unknown). A
+  // transport may place a small piece better (shared memory: in the line
+  // the receiver reads first) and then offer no more than that.
+  size_t hint = 0;
 };
 
 struct RecvPiece {

@@ -262,6 +262,7 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
       // went by value: two copies instead of one; AlltoAll 1 MiB at 4 ranks
       // copied half its bytes twice).
       SendSlot slot;
+      slot.hint = sizeof(OpDescriptor);
       FERRY_TRY(c->trySend(&slot));
       if (!slot.data) return Status::ok();
       size_t cap = 0;
@@ -277,6 +278,7 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
       st.sendOff += rem;
     } else {
       SendSlot slot;
+      slot.hint = rem + (check_[s.sendPeer].sendPending ? sizeof(OpDescriptor) : 0);
       FERRY_TRY(c->trySend(&slot));
       if (!slot.data) return Status::ok();
       size_t cap = 0;

@@ -53,7 +53,9 @@ struct alignas(64) RingControl {
 // src/mem/shared_alloc.h) the consumer may map through /proc/<pid>/fd/<fd>
 // and read in place; kSkip: the rest of the ring up to its end is unused
 // (a record never straddles the end).
-enum RecordKind : uint32_t { kInline = 0, kRef = 1, kSharedRef = 2, kSkip = 3 };
+// kInlineNear: inline bytes right after the header, in the line the
+// consumer reads first (pieces of at most kNearPayload bytes).
+enum RecordKind : uint32_t { kInline = 0, kRef = 1, kSharedRef = 2, kSkip = 3, kInlineNear = 4 };
 
 // The first 16 bytes of every record; a reference's fields follow at once
 // (RefFields), inline payload at kPayloadOffset. Records are whole line pairs.
@@ -68,6 +70,7 @@ static_assert(kRecordHeader == 16);
 // the ring stay 64-byte aligned (a 128 KiB memcpy 16 bytes off a line ran
 // ~10% slower here). A small piece still takes one 128-byte record.
 constexpr size_t kPayloadOffset = kLine;
+constexpr size_t kNearPayload = kLine - kRecordHeader;  // an 8 B piece and its 40 B descriptor
 
 struct RefFields {
   uint64_t addr;

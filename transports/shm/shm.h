@@ -48,6 +48,7 @@ class ShmConnection : public Connection {
   struct Placement {
     size_t skip = 0;
     size_t cap = 0;
+    bool near = false;  // payload in the header's line (kInlineNear)
   };
   // False when the ring lacks room for a record of minPayload bytes.
   bool place(size_t minPayload, Placement* p);

@@ -71,7 +71,7 @@ RecordHeader* ShmConnection::sendRecord(size_t skip) const {
 // 8 B SendRecv ~10% slower in one A/B; the difference is near the noise).
 void ShmConnection::publish(const Placement& p, size_t payload, uint32_t kind) {
   uint64_t at = sendTail_ + p.skip;
-  size_t len = kind == kInline ? recordBytes(payload) : kRecordAlign;
+  size_t len = kind == kInline || kind == kInlineNear ? recordBytes(payload) : kRecordAlign;
   size_t end = (p.skip ? 0 : sendPos_) + len;  // where the next record goes
   if (end == ring_) end = 0;
   RecordHeader* h = sendRecord(p.skip);
@@ -89,10 +89,17 @@ void ShmConnection::publish(const Placement& p, size_t payload, uint32_t kind) {
   out_->tail.store(sendTail_, std::memory_order_release);
 }
 
+// A piece the caller says is small goes in the header's line: the consumer
+// then reads one line per piece, not two (2-rank 8 B, 9 interleaved pairs:
+// Broadcast 0.29 -> 0.26 us, SendRecv 0.80 -> 0.66).
 Status ShmConnection::trySend(SendSlot* out) {
+  size_t hint = out->hint;
   *out = SendSlot{};
   if (!place(kMinPayload, &pending_)) return peerFailed();
-  out->data = reinterpret_cast<char*>(sendRecord(pending_.skip)) + kPayloadOffset;
+  pending_.near = hint > 0 && hint <= kNearPayload;
+  if (pending_.near) pending_.cap = kNearPayload;
+  out->data = reinterpret_cast<char*>(sendRecord(pending_.skip)) +
+              (pending_.near ? kRecordHeader : kPayloadOffset);
   out->capacity = pending_.cap;
   return Status::ok();
 }
@@ -101,7 +108,7 @@ Status ShmConnection::commitSend(size_t bytes) {
   if (bytes > pending_.cap)
     return internalError("shm: committed " + std::to_string(bytes) + " bytes into a slot of " +
                          std::to_string(pending_.cap));
-  publish(pending_, bytes, kInline);
+  publish(pending_, bytes, pending_.near ? kInlineNear : kInline);
   return Status::ok();
 }
 
@@ -178,10 +185,12 @@ Status ShmConnection::tryRecv(RecvPiece* out) {
   const char* body = reinterpret_cast<const char*>(h) + kRecordHeader;  // a reference's fields
   out->ready = true;
   out->size = h->size;
-  if (h->kind == kInline) {
-    if (h->size > slotBytes_ || pos + recordBytes(h->size) > ring_) return badRecord(h);
+  if (h->kind == kInline || h->kind == kInlineNear) {
+    bool near = h->kind == kInlineNear;
+    if (h->size > (near ? kNearPayload : slotBytes_) || pos + recordBytes(h->size) > ring_)
+      return badRecord(h);
     recvLen_ = recordBytes(h->size);
-    out->data = reinterpret_cast<const char*>(h) + kPayloadOffset;
+    out->data = reinterpret_cast<const char*>(h) + (near ? kRecordHeader : kPayloadOffset);
     return Status::ok();
   }
   if (h->kind != kRef && h->kind != kSharedRef) return badRecord(h);

@@ -220,6 +220,39 @@ TEST(ShmRing, ConcurrentProducerAndConsumerAgree) {
   EXPECT_EQ(bad, 0);
 }
 
+// A small piece announced by its size goes in the line the consumer reads
+// first; an unannounced or larger one starts on the next line.
+TEST(ShmRing, AnnouncedSmallPiecesShareTheHeaderLine) {
+  RingPair pair(2, 4096);
+  for (size_t hint : {size_t(8), kNearPayload, kNearPayload + 1, size_t(0)}) {
+    SendSlot slot;
+    slot.hint = hint;
+    ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
+    ASSERT_NE(slot.data, nullptr);
+    bool near = hint > 0 && hint <= kNearPayload;
+    uintptr_t line = reinterpret_cast<uintptr_t>(slot.data) % kRecordAlign;
+    EXPECT_EQ(line, near ? kRecordHeader : kPayloadOffset) << "hint " << hint;
+    if (near) {
+      EXPECT_EQ(slot.capacity, kNearPayload);
+    }
+    size_t n = hint ? hint : 100;
+    std::memset(slot.data, 0x5a, n);
+    ASSERT_TRUE(pair.tx->commitSend(n).isOk());
+    RecvPiece p;
+    ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+    ASSERT_TRUE(p.ready);
+    // The consumer maps the ring elsewhere: same place in the record.
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p.data) % kRecordAlign, line);
+    EXPECT_EQ(p.size, n);
+    EXPECT_EQ(static_cast<const unsigned char*>(p.data)[n - 1], 0x5a);
+    ASSERT_TRUE(pair.rx->releaseRecv().isOk());
+  }
+  SendSlot slot;
+  slot.hint = 8;
+  ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
+  EXPECT_FALSE(pair.tx->commitSend(kNearPayload + 1).isOk()) << "more than the near slot offered";
+}
+
 TEST(ShmRing, MalformedRecordIsAnError) {
   RingPair pair(2, 4096);
   SendSlot slot;
