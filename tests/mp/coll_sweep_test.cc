@@ -177,3 +177,31 @@ TEST(MpCollGroup, MoreShapesThanCachedPlans) {
 
 }  // namespace
 }  // namespace ferry::mp
+
+namespace ferry::mp {
+namespace {
+
+// A shared-memory ring of an odd configured shape (slot bytes not a multiple
+// of the 128-byte record alignment, 3 slots): every record and skip must
+// still fit the ring, through refs (FERRY_CMA_THRESHOLD low) and by value.
+TEST(MpShmRing, OddShapeIsExact) {
+  RunOptions o = opts(120);
+  o.env["FERRY_SHM_SLOT_BYTES"] = "4160";
+  o.env["FERRY_SHM_SLOTS"] = "3";
+  o.env["FERRY_CMA_THRESHOLD"] = "8192";
+  RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      RedCase c{ncclInt32, TestOp::kSum, me.nranks};
+      for (size_t count : {size_t(1), size_t(12), size_t(1000), size_t(5000), size_t(70001)}) {
+        MP_TRY(caseAllReductions(me, c, count));
+        MP_TRY(caseAllMovement(me, ncclFloat32, count));
+      }
+      MP_TRY(caseSendRecvAllPairs(me, ncclInt32, 3001));
+      return 0;
+    });
+  }, o);
+  EXPECT_RANKS_OK(res);
+}
+
+}  // namespace
+}  // namespace ferry::mp

@@ -71,6 +71,10 @@ static_assert(kRecordHeader == 16);
 // ~10% slower here). A small piece still takes one 128-byte record.
 constexpr size_t kPayloadOffset = kLine;
 constexpr size_t kNearPayload = kLine - kRecordHeader;  // an 8 B piece and its 40 B descriptor
+// The smallest payload a slot is offered for: below it the sender waits for
+// the consumer instead of splitting pieces into slivers, and a record that
+// would start within this much of the ring's end starts over at 0.
+constexpr size_t kMinPayload = 4096 - kPayloadOffset;
 
 struct RefFields {
   uint64_t addr;
@@ -87,6 +91,19 @@ inline size_t recordBytes(size_t payload) {
 }
 
 inline size_t ringBytes(uint32_t slots, uint32_t slotBytes) { return size_t(slots) * slotBytes; }
+
+// Payload bytes the ring surely holds at once, for the "a step fits in half
+// the FIFO" rule that keeps rings deadlock-free. Two steps written with
+// nothing consumed lose to: one wrap's skip (< 4 KiB), the free 4 KiB the
+// last slot request needs however small its piece, and each record's header
+// and alignment (pieces of at least kMinPayload but each step's last, plus a
+// descriptor per step). Rings below kMinRingBytes are not supported.
+constexpr size_t kMinRingBytes = 32768;
+inline size_t usableBytes(uint32_t slots, uint32_t slotBytes) {
+  size_t ring = ringBytes(slots, slotBytes);
+  size_t overhead = 2 * 4096 + (ring / kMinPayload + 6) * (kPayloadOffset + kRecordAlign);
+  return ring > 2 * overhead ? ring - overhead : ring / 4;
+}
 
 inline size_t headerBytes() { return 4096; }
 

@@ -9,15 +9,6 @@
 
 namespace ferry::shm {
 
-namespace {
-
-// The smallest payload a slot is offered for: below it the sender waits for
-// the consumer instead of splitting pieces into slivers, and a record that
-// would start within this much of the ring's end starts over at 0.
-constexpr size_t kMinPayload = 4096 - kPayloadOffset;
-
-}  // namespace
-
 ShmConnection::ShmConnection(void* base, size_t bytes, int side, int peerRank, bool allowRefs,
                              bool created, std::string name)
     : hdr_(static_cast<SegmentHeader*>(base)), bytes_(bytes), side_(side), peer_(peerRank),
@@ -54,7 +45,7 @@ bool ShmConnection::place(size_t minPayload, Placement* p) {
     free = ring_ - (sendTail_ - sendHeadSeen_);
     if (free < need) return false;
   }
-  size_t room = std::min(contiguous, free - p->skip);
+  size_t room = std::min(contiguous, free - p->skip) / kRecordAlign * kRecordAlign;
   p->cap = std::min<size_t>(slotBytes_, room - kPayloadOffset);
   return true;
 }

@@ -79,7 +79,8 @@ Result<std::pair<void*, size_t>> attachSegment(const CommContext& ctx, const std
             return s;
           }
         }
-        if (h->magic != kSegmentMagic || segmentBytes(h->slots, h->slotBytes) != bytes) {
+        if (h->magic != kSegmentMagic || segmentBytes(h->slots, h->slotBytes) != bytes ||
+            h->slotBytes % kRecordAlign != 0) {
           munmap(base, bytes);
           return internalError("shm: segment " + name + " has an unexpected layout");
         }
@@ -107,11 +108,15 @@ bool ShmTransport::canConnect(const CommContext&, const PeerInfo& self, const Pe
 
 namespace {
 // The ring per direction: slots x slotBytes bytes; slotBytes (a multiple of
-// the cache line) is also the most one record carries.
+// the record alignment, so every record and skip starts on a line pair) is
+// also the most one record carries.
 std::pair<uint32_t, uint32_t> fifoShape() {
   uint32_t slots = static_cast<uint32_t>(std::max<int64_t>(2, config::getInt(config::Param::kShmSlots)));
   int64_t sb = std::max<int64_t>(4096, config::getInt(config::Param::kShmSlotBytes));
-  return {slots, static_cast<uint32_t>((sb + 63) / 64 * 64)};
+  sb = std::min<int64_t>(sb, int64_t(1) << 30);
+  auto bytes = static_cast<uint32_t>((sb + kRecordAlign - 1) / kRecordAlign * kRecordAlign);
+  while (size_t(slots) * bytes < kMinRingBytes) ++slots;  // usableBytes needs room to spare
+  return {slots, bytes};
 }
 }  // namespace
 
@@ -120,7 +125,7 @@ TransportReport ShmTransport::report() const {
   if (config::getBool(config::Param::kShmDisable)) return r;
   r.active = true;
   auto [slots, slotBytes] = fifoShape();
-  r.fifoBytes = size_t(slots) * slotBytes;
+  r.fifoBytes = usableBytes(slots, slotBytes);
   return r;
 }
 

@@ -253,6 +253,51 @@ TEST(ShmRing, AnnouncedSmallPiecesShareTheHeaderLine) {
   EXPECT_FALSE(pair.tx->commitSend(kNearPayload + 1).isOk()) << "more than the near slot offered";
 }
 
+// What the ring reports as its size for the "a step fits in half of it"
+// rule (usableBytes) must hold two such steps, written as the executor
+// writes them (each piece as large as the slot offered, a 40-byte
+// descriptor first), from any starting position, with nothing consumed.
+TEST(ShmRing, TwoHalfStepsFitWhateverTheShape) {
+  // Every shape the transport makes: a multiple of 128 bytes per slot,
+  // at least kMinRingBytes in all (shm_transport.cc raises the slot count).
+  for (auto [slots, slotBytes] : {std::pair<uint32_t, uint32_t>{8, 4224}, {8, 4096}, {8, 131072},
+                                  {2, 16384}, {4, 8320}, {3, 1 << 20}}) {
+    size_t step = usableBytes(slots, slotBytes) / 2;
+    for (size_t lead : {size_t(0), size_t(1), size_t(4000), size_t(9000)}) {
+      RingPair pair(slots, slotBytes);
+      // Move the start somewhere into the ring first.
+      size_t moved = 0;
+      while (moved < lead) {
+        SendSlot slot;
+        ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
+        ASSERT_NE(slot.data, nullptr);
+        size_t n = std::min(slot.capacity, lead - moved + 1);
+        ASSERT_TRUE(pair.tx->commitSend(n).isOk());
+        moved += n;
+        RecvPiece p;
+        ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+        ASSERT_TRUE(pair.rx->releaseRecv().isOk());
+      }
+      for (int s = 0; s < 2; ++s) {
+        SendSlot d;
+        d.hint = 40;
+        ASSERT_TRUE(pair.tx->trySend(&d).isOk());
+        ASSERT_NE(d.data, nullptr) << slots << "x" << slotBytes << " lead " << lead << " step " << s;
+        ASSERT_TRUE(pair.tx->commitSend(40).isOk());
+        for (size_t left = step; left > 0;) {
+          SendSlot slot;
+          ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
+          ASSERT_NE(slot.data, nullptr) << slots << "x" << slotBytes << " lead " << lead << " step "
+                                        << s << ": " << left << " of " << step << " bytes left";
+          size_t n = std::min(left, slot.capacity);
+          ASSERT_TRUE(pair.tx->commitSend(n).isOk());
+          left -= n;
+        }
+      }
+    }
+  }
+}
+
 TEST(ShmRing, MalformedRecordIsAnError) {
   RingPair pair(2, 4096);
   SendSlot slot;
