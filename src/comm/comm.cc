@@ -193,9 +193,8 @@ bool processAlive(int pid) {
 }  // namespace
 
 Status Comm::checkPeers(const std::vector<int>& peers) {
-  int64_t now = nowCoarseMs();  // a rate limit of ~100 ms: the tick is fine
-  if (now - lastPeerCheckMs_ < peerCheckMs_) return Status::ok();
-  lastPeerCheckMs_ = now;
+  if (!peerCheckDue()) return Status::ok();
+  lastPeerCheckMs_ = nowCoarseMs();  // a rate limit of ~100 ms: the tick is fine
   for (int p : peers) {
     if (p == rank_ || p < 0 || p >= nranks_) continue;
     if (peers_[p].hostHash != peers_[rank_].hostHash) continue;  // remote: sockets report it

@@ -361,6 +361,15 @@ Status runAll(std::vector<CommWork>& work, size_t n) {
   return result;
 }
 
+// A collective outside a group, on the caller's thread.
+Status runStandalone(Comm* c, Run& r) {
+  log::setThreadRank(c->rank());
+  c->enter();
+  Status st = runOne(c, r);
+  c->exit();
+  return st;
+}
+
 // Work outside a group: built and run at once on the caller's thread.
 Status runAlone(Comm* c, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
   CommWork w{c, {}, Status(), {}};
@@ -427,11 +436,7 @@ Status enqueueColl(const CollTask& t) {
     FERRY_ASSIGN(Run r, collRun(c, t, &binding));
     if (t.key.kind >= 0 && !binding && !t.keepAlive && !t.reduce.premul)
       c->repeats().remember(RepeatEntry{t.key, c->plans().refOf(r.exec), r.reduce, t.info, r.name});
-    log::setThreadRank(c->rank());
-    c->enter();
-    Status st = runOne(c, r);
-    c->exit();
-    return st;
+    return runStandalone(c, r);
   }
   tGroup.of(t.comm).colls.push_back(t);
   return Status::ok();
@@ -452,11 +457,7 @@ Status runRepeat(Comm* c, const Repeat& rep) {
         e.name, e.info, nullptr};
   r.info.collSeq = c->nextCollSeq();
   r.info.self = c->rank();
-  log::setThreadRank(c->rank());
-  c->enter();
-  Status st = runOne(c, r);
-  c->exit();
-  return st;
+  return runStandalone(c, r);
 }
 
 Status enqueueP2p(const P2pTask& t) {

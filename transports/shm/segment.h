@@ -101,7 +101,7 @@ inline size_t ringBytes(uint32_t slots, uint32_t slotBytes) { return size_t(slot
 constexpr size_t kMinRingBytes = 32768;
 inline size_t usableBytes(uint32_t slots, uint32_t slotBytes) {
   size_t ring = ringBytes(slots, slotBytes);
-  size_t overhead = 2 * 4096 + (ring / kMinPayload + 6) * (kPayloadOffset + kRecordAlign);
+  size_t overhead = 2 * recordBytes(kMinPayload) + (ring / kMinPayload + 6) * (kPayloadOffset + kRecordAlign);
   return ring > 2 * overhead ? ring - overhead : ring / 4;
 }
 
