@@ -81,6 +81,10 @@ struct SendSlot {
   // transport may place a small piece better (shared memory: in the line
   // the receiver reads first) and then offer no more than that.
   size_t hint = 0;
+  // Out: copies of at least this many bytes into the slot should bypass the
+  // cache (kernels::copyPastCache): another core reads the slot and held its
+  // lines before, so ordinary stores pay to take each line back (0: never).
+  size_t streamFrom = 0;
 };
 
 struct RecvPiece {

@@ -21,6 +21,9 @@ Comm::Comm(int rank, int nranks, CommConfig config)
   execOptions_.allowRefs = !config::getBool(config::Param::kP2pDisable);
   execOptions_.refThreshold = static_cast<size_t>(
       std::max<int64_t>(1, config::getInt(config::Param::kCmaThreshold)));
+  std::string stream = config::getString(config::Param::kShmStream);
+  if (!SlotWrites::parseMode(stream, &execOptions_.slotWrites))
+    FERRY_WARN("FERRY_SHM_STREAM=%s is not auto, always or never; using auto", stream.c_str());
   checkOps_ = config::getBool(config::Param::kCheckOps);
   p2pRail_ = config::getBool(config::Param::kP2pRail);
   asyncResult_.store(ncclInProgress);

@@ -4,15 +4,26 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "kernels/stream_copy.h"
 
 namespace ferry {
 namespace {
 
+constexpr size_t kBlock = 8192;  // a multiple of every element size
+
+void copyOut(bool pastCache, char* dst, const char* src, size_t bytes) {
+  if (pastCache) {
+    kernels::copyPastCache(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
 // dst = dst2 = src in one pass over src: block by block, so the second copy
 // reads what the first just wrote from L1 instead of the whole piece again
-// from farther away (src is a FIFO slot another core wrote). dst2 may be null.
-void copyTwice(char* dst, char* dst2, const char* src, size_t bytes) {
-  constexpr size_t kBlock = 8192;
+// from farther away (src is a FIFO slot another core wrote). dst2 (a send
+// slot) may be null.
+void copyTwice(char* dst, char* dst2, bool pastCache, const char* src, size_t bytes) {
   if (!dst2) {
     if (dst != src) std::memcpy(dst, src, bytes);
     return;
@@ -20,7 +31,7 @@ void copyTwice(char* dst, char* dst2, const char* src, size_t bytes) {
   for (size_t off = 0; off < bytes; off += kBlock) {
     size_t n = std::min(kBlock, bytes - off);
     std::memcpy(dst + off, src + off, n);
-    std::memcpy(dst2 + off, dst + off, n);
+    copyOut(pastCache, dst2 + off, dst + off, n);
   }
 }
 
@@ -30,11 +41,15 @@ Executor::Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSiz
                    ReduceSpec reduce, ExecOptions options)
     : schedule_(std::move(schedule)), buffers_(std::move(buffers)), elemSize_(elemSize),
       reduce_(reduce), opt_(options), lanes_(schedule_.lanes.size()) {
+  slotWrites_.setMode(opt_.slotWrites);
   if (schedule_.scratchBytes > 0) {
     scratch_.resize(schedule_.scratchBytes);
     buffers_.resize(kScratchBuf + 1, nullptr);
     buffers_[kScratchBuf] = scratch_.data();
   }
+  for (const Lane& l : schedule_.lanes)
+    for (const Step& s : l.steps)
+      if (s.sendPeer >= 0) sendBytes_ += s.bytes;
   auto peerStep = [](const Step& s) {
     return s.kind == StepKind::kBarrier || s.src.peer >= 0 || s.dst.peer >= 0;
   };
@@ -61,6 +76,7 @@ Status Executor::start(ConnectionSource& source, const OpInfo* info) {
   if (info) armChecks(source, *info);
   lanesDone_ = 0;
   refConns_.clear();
+  slotWrites_.beginRun(sendBytes_);
   for (const Step& s : schedule_.prologue) {
     if (s.kind == StepKind::kLocalReduce) {
       doLocalReduce(s);
@@ -156,6 +172,7 @@ Status Executor::progress(bool* progressed) {
   for (Connection* c : conns_)
     if (c && !c->sendsFlushed()) return Status::ok();
   done_ = true;
+  slotWrites_.endRun();
   *progressed = true;
   return Status::ok();
 }
@@ -287,7 +304,7 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
       if (scales(s)) {
         kernels::scale(dst, src, elems(k), reduce_.dtype, reduce_.scalar);
       } else {
-        std::memcpy(dst, src, k);
+        copyOut(pastCache(slot, k), dst, src, k);
       }
       FERRY_TRY(commitSlot(s.sendPeer, c, k));
       st.sendOff += k;
@@ -364,6 +381,20 @@ void Executor::reduceInto(void* dst, void* dst2, const void* in, const void* loc
   }
 }
 
+// slot = in OP local (and dst, unless null), block by block: the reduction's
+// stores go to this core's memory, and each block into the slot past the
+// cache (SlotWrites chose that way for this run).
+void Executor::reduceToSlot(char* slot, char* dst, const char* in, const char* local, size_t bytes,
+                            bool scale) {
+  alignas(64) char block[kBlock];
+  for (size_t off = 0; off < bytes; off += kBlock) {
+    size_t n = std::min(kBlock, bytes - off);
+    char* out = dst ? dst + off : block;
+    reduceInto(out, nullptr, in + off, local + off, n, scale);
+    kernels::copyPastCache(slot + off, out, n);
+  }
+}
+
 // Forward k bytes of the current piece as a reference to our copy of it?
 // Only when the piece itself came as a reference. A piece that came through
 // a FIFO slot goes on through the next one: we read the slot anyway, writing
@@ -407,9 +438,15 @@ Status Executor::doReduceStep(LaneState& st, const Step& s, bool* progressed) {
     FERRY_ASSIGN(const char* in, pieceData(st, rc, k, temp_.data()));
     const char* local = ptr(s.src) + st.sendOff;
     char* out = copies ? ptr(s.dst) + st.sendOff : sdata;
-    bool fused = sc && copies && !byRef && !divides(s);  // write dst and the slot in one pass
-    reduceInto(out, fused ? sdata : nullptr, in, local, k, scales(s));
-    if (divides(s)) kernels::divide(out, out, elems(k), reduce_.dtype, reduce_.divisor);
+    bool past = sc && !byRef && pastCache(slot, k);
+    if (past && !divides(s)) {
+      reduceToSlot(sdata, copies ? out : nullptr, in, local, k, scales(s));
+    } else {
+      bool fused = sc && copies && !byRef && !divides(s);  // write dst and the slot in one pass
+      reduceInto(out, fused ? sdata : nullptr, in, local, k, scales(s));
+      if (divides(s)) kernels::divide(out, out, elems(k), reduce_.dtype, reduce_.divisor);
+      if (copies && sc && !byRef && !fused) copyOut(past, sdata, out, k);
+    }
     FERRY_TRY(consume(st, rc, k));
     if (byRef) {
       bool accepted = false;
@@ -417,7 +454,6 @@ Status Executor::doReduceStep(LaneState& st, const Step& s, bool* progressed) {
       if (!accepted) return internalError("send slot vanished while forwarding");
       refConns_.insert(sc);
     } else if (sc) {
-      if (copies && !fused) std::memcpy(sdata, out, k);
       FERRY_TRY(commitSlot(s.sendPeer, sc, k));
     }
     st.sendOff += k;
@@ -455,8 +491,9 @@ Status Executor::doCopySend(LaneState& st, const Step& s, bool* progressed) {
       if (!accepted) return internalError("send slot vanished while forwarding");
       refConns_.insert(sc);
     } else {
-      copyTwice(dst, in != dst ? sdata : nullptr, in, k);
-      if (in == dst) std::memcpy(sdata, dst, k);
+      bool past = pastCache(slot, k);
+      copyTwice(dst, in != dst ? sdata : nullptr, past, in, k);
+      if (in == dst) copyOut(past, sdata, dst, k);
       FERRY_TRY(commitSlot(s.sendPeer, sc, k));
     }
     FERRY_TRY(consume(st, rc, k));

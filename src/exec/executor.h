@@ -22,6 +22,7 @@
 #include "core/status.h"
 #include "exec/op_check.h"
 #include "exec/peer_memory.h"
+#include "exec/slot_writes.h"
 #include "kernels/reduce.h"
 #include "transports/transport.h"
 
@@ -61,6 +62,7 @@ struct ExecOptions {
   size_t refThreshold = 65536;    // pieces at least this big travel as references
   size_t refChunk = 1 << 20;      // forward referenced data in parts of this size
   size_t tempBytes = 1 << 18;     // scratch for reducing referenced data
+  SlotWrites::Mode slotWrites = SlotWrites::Mode::kAuto;  // FERRY_SHM_STREAM
 };
 
 class Executor {
@@ -143,6 +145,12 @@ class Executor {
   bool scales(const Step& s) const { return s.scaleSrc && reduce_.premul; }
   bool divides(const Step& s) const { return s.finalValue && reduce_.divisor > 1; }
   void reduceInto(void* dst, void* dst2, const void* in, const void* local, size_t bytes, bool scale);
+  // Large pieces into `slot` go past the cache this run (slot_writes.h)?
+  bool pastCache(const SendSlot& slot, size_t k) {
+    return slot.streamFrom > 0 && k >= slot.streamFrom && slotWrites_.pastCache();
+  }
+  void reduceToSlot(char* slot, char* dst, const char* in, const char* local, size_t bytes,
+                    bool scale);
 
   Schedule schedule_;
   std::vector<void*> buffers_;
@@ -163,6 +171,8 @@ class Executor {
   bool needsPeers_ = false;          // the schedule has peer regions or barriers
   int self_ = -1;                    // this rank (for messages)
   size_t lanesDone_ = 0;
+  SlotWrites slotWrites_;  // how large pieces go into shared slots
+  size_t sendBytes_ = 0;   // what a run sends (all lanes)
   bool done_ = false;
   bool resolved_ = false;
 };

@@ -203,5 +203,32 @@ TEST(MpShmRing, OddShapeIsExact) {
   EXPECT_RANKS_OK(res);
 }
 
+// Pieces written into the rings with non-temporal stores (FERRY_SHM_STREAM
+// =always, from 64 bytes on, all by value): every collective exact, with
+// sizes that leave partial lines at the ends and every kind of step that
+// writes a slot (send, reduce-and-send with and without a copy kept, Avg's
+// final division, PreMulSum's scaled first step, copy-and-send).
+TEST(MpShmRing, StreamedStoresAreExact) {
+  RunOptions o = opts(180);
+  o.env["FERRY_SHM_STREAM"] = "always";
+  o.env["FERRY_SHM_STREAM_BYTES"] = "64";
+  o.env["FERRY_CMA_THRESHOLD"] = "1073741824";
+  RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      for (size_t count : {size_t(1), size_t(17), size_t(1000), size_t(70001), size_t(300007)}) {
+        for (TestOp op : {TestOp::kSum, TestOp::kAvg, TestOp::kPreMulSum}) {
+          RedCase c{ncclInt32, op, me.nranks};
+          MP_TRY(caseAllReductions(me, c, count));
+        }
+        MP_TRY(caseAllReductions(me, RedCase{ncclFloat64, TestOp::kMax, me.nranks}, count));
+        MP_TRY(caseAllMovement(me, ncclUint8, count));
+      }
+      MP_TRY(caseSendRecvAllPairs(me, ncclInt32, 30001));
+      return 0;
+    });
+  }, o);
+  EXPECT_RANKS_OK(res);
+}
+
 }  // namespace
 }  // namespace ferry::mp

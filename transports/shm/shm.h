@@ -80,6 +80,7 @@ class ShmConnection : public Connection {
   uint64_t recvHead_ = 0, recvTailSeen_ = 0;
   size_t sendPos_ = 0, recvPos_ = 0;  // the same modulo ring_ (no division per piece)
   size_t recvLen_ = 0;   // bytes of the record tryRecv showed
+  size_t streamFrom_;    // FERRY_SHM_STREAM_BYTES (SendSlot::streamFrom)
   bool probed_ = false;
   mutable bool refsOk_ = false;
   std::map<uint64_t, mem::PeerMapping> maps_;  // allocId -> mapping (bounded)

@@ -1,9 +1,11 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "core/config.h"
 #include "core/log.h"
 #include "transports/shm/shm.h"
 
@@ -13,7 +15,9 @@ ShmConnection::ShmConnection(void* base, size_t bytes, int side, int peerRank, b
                              bool created, std::string name)
     : hdr_(static_cast<SegmentHeader*>(base)), bytes_(bytes), side_(side), peer_(peerRank),
       allowRefs_(allowRefs), created_(created), name_(std::move(name)), slots_(hdr_->slots),
-      slotBytes_(hdr_->slotBytes), ring_(ringBytes(slots_, slotBytes_)) {
+      slotBytes_(hdr_->slotBytes), ring_(ringBytes(slots_, slotBytes_)),
+      streamFrom_(static_cast<size_t>(
+          std::max<int64_t>(0, config::getInt(config::Param::kShmStreamBytes)))) {
   out_ = ringControl(base, side_, slots_, slotBytes_);
   in_ = ringControl(base, 1 - side_, slots_, slotBytes_);
   outRing_ = ringData(out_);
@@ -92,6 +96,7 @@ Status ShmConnection::trySend(SendSlot* out) {
   out->data = reinterpret_cast<char*>(sendRecord(pending_.skip)) +
               (pending_.near ? kRecordHeader : kPayloadOffset);
   out->capacity = pending_.cap;
+  out->streamFrom = pending_.near ? 0 : streamFrom_;
   return Status::ok();
 }
 
