@@ -48,6 +48,7 @@ constexpr double kDefaultNetLatencyUs = 20;
 // request (system calls on sockets). Measured on Ferry's development machine.
 constexpr double kShmOverheadUs = 0.3;
 constexpr double kNetOverheadUs = 5.0;
+constexpr size_t kOversubscribedCmaThreshold = 65536;  // FERRY_CMA_THRESHOLD with ranks > cores
 
 // The rank's NIC: its GPU rail's NIC when the topology has GPUs (device
 // index = local rank), else the network device it sends on.
@@ -200,6 +201,12 @@ Status Comm::buildView() {
   logView();
   // Waits yield early when this machine's ranks outnumber its cores.
   if (perMachine[all[rank_].machineHash] > all[rank_].cores) Backoff::setOversubscribed(true);
+  // By value, a piece costs two copies on two cores at once; by CMA, one
+  // slower kernel copy. With ranks sharing cores the copies no longer run
+  // side by side: 4 ranks on 2 cores lost up to 1.3-2.6x at 256 KiB-1 MiB
+  // with the 4 MiB threshold (Scatter, AlltoAll, SendRecv; perf/README.md).
+  if (!config::isSet(config::Param::kCmaThreshold) && view_.oversubscription > 1.0)
+    execOptions_.refThreshold = kOversubscribedCmaThreshold;
   return Status::ok();
 }
 

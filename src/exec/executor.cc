@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "kernels/stream_copy.h"
+#include "mem/shared_alloc.h"
 
 namespace ferry {
 namespace {
@@ -271,7 +272,7 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
   while (st.sendOff < s.bytes) {
     size_t rem = s.bytes - st.sendOff;
     const char* src = ptr(s.src) + st.sendOff;
-    bool refable = !scales(s) && !s.sendByValue && opt_.allowRefs && rem >= opt_.refThreshold &&
+    bool refable = !scales(s) && !s.sendByValue && opt_.allowRefs && refSized(src, rem) &&
                    c->supportsRef();
     if (refable && !mayRef(s.sendPeer)) {
       // The operation's descriptor goes first, alone in a slot, so the data
@@ -402,8 +403,19 @@ void Executor::reduceToSlot(char* slot, char* dst, const char* in, const char* l
 // cross-memory read (a syscall plus pinning every page; 4 ranks on 2 cores:
 // ring AllReduce 1-4 MiB ~10% and 8-32 MiB ~20% faster by value).
 bool Executor::forwardsRef(const LaneState& st, int peer, Connection* c, size_t k) {
-  return st.piece.isRef && opt_.allowRefs && k >= opt_.refThreshold && c->supportsRef() &&
+  return st.piece.isRef && opt_.allowRefs && k >= opt_.mappedRefThreshold && c->supportsRef() &&
          mayRef(peer);
+}
+
+// Cross-memory attach reads ~12 GB/s here (a kernel copy plus pinning every
+// page), while two copies through the ring run on both cores at once at
+// memcpy speed: by value won up to 1-4 MiB for every collective but Gather
+// (perf/README.md, "By value up to 4 MiB"). Memory the peer maps is read in
+// place, one memcpy: by reference from 64 KiB.
+bool Executor::refSized(const void* src, size_t k) const {
+  if (k >= opt_.refThreshold) return true;
+  mem::SharedRange range;
+  return k >= opt_.mappedRefThreshold && mem::lookupShared(src, k, &range);
 }
 
 // RecvReduceSend, RecvReduceCopy and RecvReduceCopySend: out = in OP local.

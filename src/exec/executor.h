@@ -59,7 +59,10 @@ struct ReduceSpec {
 
 struct ExecOptions {
   bool allowRefs = true;          // cross-memory attach allowed (NCCL_P2P_DISABLE=0)
-  size_t refThreshold = 65536;    // pieces at least this big travel as references
+  size_t refThreshold = 4 << 20;  // pieces at least this big travel as references (CMA)
+  // Pieces inside an ncclMemAlloc block, which the peer maps and reads in
+  // place at memcpy speed, travel as references from this size on.
+  size_t mappedRefThreshold = 65536;
   size_t refChunk = 1 << 20;      // forward referenced data in parts of this size
   size_t tempBytes = 1 << 18;     // scratch for reducing referenced data
   SlotWrites::Mode slotWrites = SlotWrites::Mode::kAuto;  // FERRY_SHM_STREAM
@@ -118,6 +121,8 @@ class Executor {
   Status commitSlot(int peer, Connection* c, size_t payloadBytes);
   bool mayRef(int peer) const { return !check_[peer].sendPending; }
   bool forwardsRef(const LaneState& st, int peer, Connection* c, size_t k);
+  // Whether k bytes at src are large enough to go by reference.
+  bool refSized(const void* src, size_t k) const;
   // Receive side: verify and skip the peer's descriptor in a new piece.
   Status takeDescriptor(LaneState& st, int peer);
   Status advanceLane(size_t lane, bool* progressed, bool sendsOnly = false);
