@@ -117,17 +117,13 @@ bool measure(const Options& o, const Run& r, size_t sizeIndex, size_t count, boo
     if (!op(r, count, inPlace)) return false;
   }
   if (!mpiOk(MPI_Barrier(MPI_COMM_WORLD), r.rank, "MPI_Barrier")) return false;
-  // As Ferry's *_perf tools (and nccl-tests): each timed iteration moves both
-  // buffers on by one op's footprint, wrapping within maxBytes, so small
-  // sizes are not timed from a warm cache. Without it this driver timed warm
-  // buffers against Ferry's cold ones (2-rank Broadcast 64K-1M: Ferry's
-  // times doubled from -e 4M to -e 64M, this driver's did not).
+  // Buffers walk as in Ferry's *_perf tools (iterationShift). Without it this
+  // driver timed warm buffers against Ferry's cold ones (2-rank Broadcast
+  // 64K-1M: Ferry's times doubled from -e 4M to -e 64M, this driver's did not).
   size_t span = std::max({l.inElems, l.inPlaceOff + l.inElems, l.outOff + l.outElems}) * sizeof(float);
-  size_t stride = std::max<size_t>((span + 63) / 64 * 64, 64);
-  size_t slots = span <= o.maxBytes ? (o.maxBytes - span) / stride + 1 : 1;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o.iters; ++i) {
-    size_t shift = (static_cast<size_t>(i) % slots) * stride / sizeof(float);
+    size_t shift = bench::iterationShift(span, o.maxBytes, i) / sizeof(float);
     Run at = r;
     at.send += shift;
     at.recv += shift;

@@ -272,8 +272,9 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
   while (st.sendOff < s.bytes) {
     size_t rem = s.bytes - st.sendOff;
     const char* src = ptr(s.src) + st.sendOff;
-    bool refable = !scales(s) && !s.sendByValue && opt_.allowRefs && refSized(src, rem) &&
-                   c->supportsRef();
+    // refSized last: it may look the address up under a lock.
+    bool refable = !scales(s) && !s.sendByValue && opt_.allowRefs && c->supportsRef() &&
+                   refSized(src, rem);
     if (refable && !mayRef(s.sendPeer)) {
       // The operation's descriptor goes first, alone in a slot, so the data
       // still goes by reference (with the descriptor, a slot's worth of it

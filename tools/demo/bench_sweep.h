@@ -47,6 +47,17 @@ class SweepBackend {
 int runAllReduceSweep(const Options& o, int rank, int nranks, SweepBackend& backend,
                       Report* report);
 
+// How far timed iteration `iter` moves an op's buffers (bytes): as
+// nccl-tests, each iteration moves on by the op's footprint `span` (rounded
+// up to 64 bytes), wrapping within buffers of `maxBytes`, so small sizes are
+// not timed from a warm cache. Every driver that compares with another must
+// walk its buffers the same way.
+inline size_t iterationShift(size_t span, size_t maxBytes, int iter) {
+  size_t stride = span > 64 ? (span + 63) / 64 * 64 : 64;
+  size_t slots = span <= maxBytes ? (maxBytes - span) / stride + 1 : 1;
+  return (static_cast<size_t>(iter) % slots) * stride;
+}
+
 // 64-byte aligned float buffer with every page touched, so first-touch page
 // faults stay out of the timed loop. Freed with freeFloats.
 float* allocFloats(size_t count);

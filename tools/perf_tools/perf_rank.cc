@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "tools/demo/bench_sweep.h"
 #include "tools/perf_tools/perf_data.h"
 
 namespace ferry::perf {
@@ -166,14 +167,12 @@ bool Rank::measure(size_t sizeIndex, size_t count, int type, int op, int root, b
   size_t span = std::max({l.sendElems, l.recvElems, l.inPlaceSendOff + l.sendElems,
                           l.inPlaceRecvOff + l.recvElems}) *
                 elt;
-  size_t stride = std::max<size_t>((span + 63) / 64 * 64, 64);
-  size_t slots = span <= o.maxBytes ? (o.maxBytes - span) / stride + 1 : 1;
   using Clock = std::chrono::steady_clock;
   std::vector<double> itersUs;
   const double opsPerIter = o.aggIters;
   auto t0 = Clock::now();
   for (int i = 0; i < o.iters; ++i) {
-    size_t shift = (static_cast<size_t>(i) % slots) * stride;
+    size_t shift = bench::iterationShift(span, o.maxBytes, i);
     // Only -I reads the clock per iteration: at 8 B a read is ~10% of an op.
     Clock::time_point ti = o.perIter ? Clock::now() : Clock::time_point{};
     if (!iteration(s + shift, r + shift, count, type, op, root)) return false;
