@@ -47,7 +47,11 @@ Schedule broadcast(const CollArgs& a, const CommView& v, const RankTree& t) {
   forEachChunk(a.count, a.elemSize, v.chunkBytes, [&](size_t off, size_t bytes) {
     Region src{root ? kInputBuf : kOutputBuf, off};
     if (!root) lane.steps.push_back(makeStep(StepKind::kRecv, -1, t.parent[a.rank], {}, src, bytes));
-    for (int c : kids) lane.steps.push_back(sendStep(c, src, bytes));
+    for (int c : kids) {
+      Step st = sendStep(c, src, bytes);
+      st.mappedRefOnly = true;
+      lane.steps.push_back(st);
+    }
     if (copyDue) lane.steps.push_back(makeStep(StepKind::kCopy, -1, -1, {kInputBuf, 0}, {kOutputBuf, 0}, total));
     copyDue = false;
   });

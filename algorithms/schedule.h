@@ -73,6 +73,15 @@ struct Step {
   // receiver (Gather), so that each sender copies its part in parallel
   // instead of the receiver pulling everything itself.
   bool sendByValue = false;
+  // By reference only where the receiver maps the memory (ncclMemAlloc'd
+  // buffers), by value at any size otherwise: a one-to-many move (Broadcast)
+  // keeps both cores copying by value, where cross-memory attach leaves
+  // the sender idle while the receiver copies at about half memcpy speed.
+  bool mappedRefOnly = false;
+  // kSend only: dst = src as well (a Broadcast root's own output), written
+  // in the same pass as the FIFO slot when the data goes by value, so the
+  // root reads its input once and its output is done when the send is.
+  bool alsoCopy = false;
 };
 
 struct Lane {

@@ -22,8 +22,8 @@ void copyOut(bool pastCache, char* dst, const char* src, size_t bytes) {
 
 // dst = dst2 = src in one pass over src: block by block, so the second copy
 // reads what the first just wrote from L1 instead of the whole piece again
-// from farther away (src is a FIFO slot another core wrote). dst2 (a send
-// slot) may be null.
+// from farther away (src: a FIFO slot another core wrote, or a Broadcast
+// root's input). dst2 (a send slot) may be null.
 void copyTwice(char* dst, char* dst2, bool pastCache, const char* src, size_t bytes) {
   if (!dst2) {
     if (dst != src) std::memcpy(dst, src, bytes);
@@ -274,7 +274,7 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
     const char* src = ptr(s.src) + st.sendOff;
     // refSized last: it may look the address up under a lock.
     bool refable = !scales(s) && !s.sendByValue && opt_.allowRefs && c->supportsRef() &&
-                   refSized(src, rem);
+                   refSized(src, rem, s.mappedRefOnly);
     if (refable && !mayRef(s.sendPeer)) {
       // The operation's descriptor goes first, alone in a slot, so the data
       // still goes by reference (with the descriptor, a slot's worth of it
@@ -294,6 +294,7 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
       FERRY_TRY(c->sendRef(src, rem, &accepted));
       if (!accepted) return Status::ok();
       refConns_.insert(c);
+      if (s.alsoCopy) std::memcpy(ptr(s.dst) + st.sendOff, src, rem);  // while the peer reads
       st.sendOff += rem;
     } else {
       SendSlot slot;
@@ -305,6 +306,8 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
       size_t k = std::min(rem, floorElems(cap));
       if (scales(s)) {
         kernels::scale(dst, src, elems(k), reduce_.dtype, reduce_.scalar);
+      } else if (s.alsoCopy) {
+        copyTwice(ptr(s.dst) + st.sendOff, dst, pastCache(slot, k), src, k);
       } else {
         copyOut(pastCache(slot, k), dst, src, k);
       }
@@ -413,8 +416,8 @@ bool Executor::forwardsRef(const LaneState& st, int peer, Connection* c, size_t 
 // memcpy speed: by value won up to 1-4 MiB for every collective but Gather
 // (perf/README.md, "By value up to 4 MiB"). Memory the peer maps is read in
 // place, one memcpy: by reference from 64 KiB.
-bool Executor::refSized(const void* src, size_t k) const {
-  if (k >= opt_.refThreshold) return true;
+bool Executor::refSized(const void* src, size_t k, bool mappedOnly) const {
+  if (k >= opt_.refThreshold && !mappedOnly) return true;
   mem::SharedRange range;
   return k >= opt_.mappedRefThreshold && mem::lookupShared(src, k, &range);
 }

@@ -122,7 +122,7 @@ class Executor {
   bool mayRef(int peer) const { return !check_[peer].sendPending; }
   bool forwardsRef(const LaneState& st, int peer, Connection* c, size_t k);
   // Whether k bytes at src are large enough to go by reference.
-  bool refSized(const void* src, size_t k) const;
+  bool refSized(const void* src, size_t k, bool mappedOnly = false) const;
   // Receive side: verify and skip the peer's descriptor in a new piece.
   Status takeDescriptor(LaneState& st, int peer);
   Status advanceLane(size_t lane, bool* progressed, bool sendsOnly = false);

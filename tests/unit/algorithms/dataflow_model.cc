@@ -77,7 +77,8 @@ bool DataflowModel::advance(int r, Lane& l, const Step& s) {
   bool reduces = s.kind == StepKind::kRecvReduceSend || s.kind == StepKind::kRecvReduceCopy ||
                  s.kind == StepKind::kRecvReduceCopySend;
   bool writes = s.kind == StepKind::kRecv || s.kind == StepKind::kRecvReduceCopy ||
-                s.kind == StepKind::kRecvReduceCopySend || s.kind == StepKind::kRecvCopySend;
+                s.kind == StepKind::kRecvReduceCopySend || s.kind == StepKind::kRecvCopySend ||
+                (s.kind == StepKind::kSend && s.alsoCopy);
   while (l.off < total && error_.empty()) {
     size_t k = total - l.off;
     if (recvs) {

@@ -63,7 +63,10 @@ struct Sim {
     Bytes out(s.bytes);
     switch (s.kind) {
       case StepKind::kCopy: copyBytes(at(r, s.dst), at(r, s.src), s.bytes); return true;
-      case StepKind::kSend: copyBytes(out.data(), at(r, s.src), s.bytes); break;
+      case StepKind::kSend:
+        copyBytes(out.data(), at(r, s.src), s.bytes);
+        if (s.alsoCopy) copyBytes(at(r, s.dst), at(r, s.src), s.bytes);
+        break;
       case StepKind::kRecv: copyBytes(at(r, s.dst), in.data(), s.bytes); return true;
       case StepKind::kRecvReduceSend: add(out.data(), in.data(), at(r, s.src), s.bytes); break;
       case StepKind::kRecvReduceCopy: add(at(r, s.dst), in.data(), at(r, s.src), s.bytes); return true;
