@@ -78,9 +78,8 @@ struct Step {
   // keeps both cores copying by value, where cross-memory attach leaves
   // the sender idle while the receiver copies at about half memcpy speed.
   bool mappedRefOnly = false;
-  // kSend only: dst = src as well (a Broadcast root's own output), written
-  // in the same pass as the FIFO slot when the data goes by value, so the
-  // root reads its input once and its output is done when the send is.
+  // kSend only: dst = src as well (a Broadcast root's own output), piece
+  // by piece right after each piece is sent, while the peer reads it.
   bool alsoCopy = false;
 };
 

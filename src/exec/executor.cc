@@ -22,8 +22,8 @@ void copyOut(bool pastCache, char* dst, const char* src, size_t bytes) {
 
 // dst = dst2 = src in one pass over src: block by block, so the second copy
 // reads what the first just wrote from L1 instead of the whole piece again
-// from farther away (src: a FIFO slot another core wrote, or a Broadcast
-// root's input). dst2 (a send slot) may be null.
+// from farther away (src is a FIFO slot another core wrote). dst2 (a send
+// slot) may be null.
 void copyTwice(char* dst, char* dst2, bool pastCache, const char* src, size_t bytes) {
   if (!dst2) {
     if (dst != src) std::memcpy(dst, src, bytes);
@@ -306,12 +306,13 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
       size_t k = std::min(rem, floorElems(cap));
       if (scales(s)) {
         kernels::scale(dst, src, elems(k), reduce_.dtype, reduce_.scalar);
-      } else if (s.alsoCopy) {
-        copyTwice(ptr(s.dst) + st.sendOff, dst, pastCache(slot, k), src, k);
       } else {
         copyOut(pastCache(slot, k), dst, src, k);
       }
       FERRY_TRY(commitSlot(s.sendPeer, c, k));
+      // Our own copy while the peer reads the slot, from the cache the
+      // slot write just filled.
+      if (s.alsoCopy) std::memcpy(ptr(s.dst) + st.sendOff, src, k);
       st.sendOff += k;
     }
     *progressed = true;
