@@ -165,6 +165,62 @@ void sendFromCopy(CommWork* w, const std::vector<P2pTask>& p2ps, std::vector<voi
   w->sendCopy = copy;
 }
 
+bool sameP2ps(const std::vector<P2pKey>& keys, const std::vector<P2pTask>& p2ps) {
+  if (keys.size() != p2ps.size()) return false;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const P2pTask& t = p2ps[i];
+    if (!(keys[i] == P2pKey{t.buf, t.bytes, t.peer, t.isSend})) return false;
+  }
+  return true;
+}
+
+// The executor of the communicator's last Send/Recv group if this one is
+// the same (repeat_call.h), with this group's buffers bound; else null.
+Executor* repeatP2p(Comm* c, const std::vector<P2pTask>& p2ps) {
+  P2pRepeat& last = c->repeats().lastP2p();
+  if (!sameP2ps(last.ops, p2ps)) return nullptr;
+  Executor* e = c->plans().touch(last.plan);
+  // Another group of the same shape may have bound other buffers since.
+  for (size_t i = 0; e && i < p2ps.size(); ++i) e->rebindBuffer(i, p2ps[i].buf);
+  return e;
+}
+
+void rememberP2p(Comm* c, const std::vector<P2pTask>& p2ps, const Executor* e) {
+  P2pRepeat& last = c->repeats().lastP2p();
+  last.ops.clear();
+  for (const P2pTask& t : p2ps) last.ops.push_back(P2pKey{t.buf, t.bytes, t.peer, t.isSend});
+  last.plan = c->plans().refOf(e);
+}
+
+// A group's Send/Recv as one executor run: a repeat of the last group, or
+// built (the plan cached by the operations' shape).
+void p2pRun(CommWork* w, const std::vector<P2pTask>& p2ps) {
+  Comm* c = w->comm;
+  Executor* e = repeatP2p(c, p2ps);
+  if (!e) {
+    // Scratch reused call to call: a cached plan's lookup allocates nothing.
+    thread_local std::vector<P2pOp> ops;
+    thread_local std::vector<void*> bufs;
+    ops.clear();
+    bufs.clear();
+    for (const P2pTask& t : p2ps) {
+      ops.push_back(P2pOp{t.isSend, t.peer, t.bytes});
+      bufs.push_back(t.buf);
+    }
+    bool overlap = sendsOverlapReceives(p2ps);
+    if (overlap) sendFromCopy(w, p2ps, &bufs);
+    e = c->plans().findP2p(ops);
+    if (e) {
+      e->rebindBuffers(bufs);
+    } else {
+      e = c->plans().addP2p(ops, std::make_unique<Executor>(p2pSchedule(c->rank(), ops), bufs, 1,
+                                                            ReduceSpec{}, c->execOptions()));
+    }
+    if (!overlap) rememberP2p(c, p2ps, e);
+  }
+  w->runs.push_back(Run{e, nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c), nullptr});
+}
+
 Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
   Comm* c = w->comm;
   c->plans().beginUse();
@@ -187,24 +243,7 @@ Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vec
     t.alltoallv = w->exchange;
     alltoallvRuns(w, t);
   } else if (!p2ps.empty()) {
-    // Scratch reused call to call: a cached plan's lookup allocates nothing.
-    thread_local std::vector<P2pOp> ops;
-    thread_local std::vector<void*> bufs;
-    ops.clear();
-    bufs.clear();
-    for (const P2pTask& t : p2ps) {
-      ops.push_back(P2pOp{t.isSend, t.peer, t.bytes});
-      bufs.push_back(t.buf);
-    }
-    if (sendsOverlapReceives(p2ps)) sendFromCopy(w, p2ps, &bufs);
-    Executor* e = c->plans().findP2p(ops);
-    if (e) {
-      e->rebindBuffers(bufs);
-    } else {
-      e = c->plans().addP2p(ops, std::make_unique<Executor>(p2pSchedule(c->rank(), ops), bufs, 1,
-                                                            ReduceSpec{}, c->execOptions()));
-    }
-    w->runs.push_back(Run{e, nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c), nullptr});
+    p2pRun(w, p2ps);
   }
   return Status::ok();
 }

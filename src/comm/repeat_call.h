@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "exec/executor.h"
 #include "exec/op_check.h"
@@ -38,6 +39,23 @@ struct RepeatEntry {
   const char* name = nullptr;
 };
 
+// The last Send/Recv group of a communicator (without collectives): the
+// same operations on the same buffers reuse its executor, skipping the op
+// list, the overlap check and the plan lookup. Groups whose sends overlap
+// their receives (they send from a copy taken per call) are not kept.
+struct P2pKey {
+  const void* buf = nullptr;
+  size_t bytes = 0;
+  int peer = -1;
+  bool isSend = false;
+  bool operator==(const P2pKey&) const = default;
+};
+
+struct P2pRepeat {
+  std::vector<P2pKey> ops;
+  PlanCache::Ref plan;
+};
+
 class RepeatCalls {
  public:
   static constexpr size_t kEntries = 4;
@@ -48,10 +66,12 @@ class RepeatCalls {
     return nullptr;
   }
   void remember(const RepeatEntry& e);
+  P2pRepeat& lastP2p() { return p2p_; }
 
  private:
   RepeatEntry entries_[kEntries];
   size_t next_ = 0;  // replaced round-robin
+  P2pRepeat p2p_;
 };
 
 }  // namespace ferry

@@ -83,6 +83,9 @@ class Executor {
   void rebind(void* input, void* output, const ReduceSpec& reduce);
   // Point a cached Send/Recv executor at this batch's buffers (one per op).
   void rebindBuffers(const std::vector<void*>& buffers);
+  void rebindBuffer(size_t i, void* buffer) {
+    if (i < buffers_.size()) buffers_[i] = buffer;
+  }
   // The peers' buffers and the barrier for schedules with peer regions
   // (CollArgs::symmetric); must outlive the run.
   void bindPeers(PeerMemory* peers) { peerMem_ = peers; }

@@ -18,9 +18,11 @@ bool sameOps(const std::vector<P2pOp>& a, const std::vector<P2pOp>& b) {
 }  // namespace
 
 Executor* PlanCache::find(const CollArgs& a) {
-  for (Plan& p : plans_) {
+  for (size_t i = 0; i < plans_.size(); ++i) {
+    Plan& p = plans_[i];
     if (!p.p2p && sameShape(p.args, a)) {
       p.used = epoch_;
+      last_ = i;
       return p.exec.get();
     }
   }
@@ -28,9 +30,11 @@ Executor* PlanCache::find(const CollArgs& a) {
 }
 
 Executor* PlanCache::findP2p(const std::vector<P2pOp>& ops) {
-  for (Plan& p : plans_) {
+  for (size_t i = 0; i < plans_.size(); ++i) {
+    Plan& p = plans_[i];
     if (p.p2p && sameOps(p.ops, ops)) {
       p.used = epoch_;
+      last_ = i;
       return p.exec.get();
     }
   }
@@ -38,6 +42,7 @@ Executor* PlanCache::findP2p(const std::vector<P2pOp>& ops) {
 }
 
 PlanCache::Ref PlanCache::refOf(const Executor* e) const {
+  if (last_ < plans_.size() && plans_[last_].exec.get() == e) return Ref{last_, generation_};
   for (size_t i = 0; i < plans_.size(); ++i)
     if (plans_[i].exec.get() == e) return Ref{i, generation_};
   return Ref{0, 0};  // generation 0 never matches
@@ -71,6 +76,7 @@ Executor* PlanCache::keep(Plan p) {
   }
   p.used = epoch_;
   plans_.push_back(std::move(p));
+  last_ = plans_.size() - 1;
   ++generation_;
   return plans_.back().exec.get();
 }

@@ -1,5 +1,6 @@
 // Repeated standalone calls (src/comm/repeat_call.h): a collective called
-// again with the same arguments skips the checks and the plan lookup. These
+// again with the same arguments skips the checks and the plan lookup (a
+// Send/Recv group repeated on the same buffers, the op list). These
 // tests cover what could make the shortcut wrong: new data in the same
 // buffers, the plan evicted between repeats, a PreMulSum op destroyed and
 // its number reused with another scalar, and symmetric windows registered
@@ -74,6 +75,55 @@ TEST(MpRepeatCall, PlanEvictedBetweenRepeats) {
       MP_NCCL(ncclGroupEnd());
       MP_TRY(allReduceRound(me, in.data(), out.data(), 100, 3));
       MP_TRY(allReduceRound(me, in.data(), out.data(), 100, 4));
+      return 0;
+    });
+  }, opts(120));
+  EXPECT_RANKS_OK(res);
+}
+
+// Send/Recv groups repeat too (repeat_call.h, P2pRepeat): the last group's
+// executor runs again when the operations and buffers are the same. Two
+// buffer sets of one shape alternate (the shared plan is rebound to the
+// other set in between), and 70 groups of other shapes evict the plan
+// between two repeats: every round's values must land in its own buffers.
+int ringRound(const Rank& me, int32_t* send, int32_t* recv, size_t count, int round) {
+  int next = (me.rank + 1) % me.nranks, prev = (me.rank + me.nranks - 1) % me.nranks;
+  for (size_t i = 0; i < count; ++i) send[i] = me.rank * 100000 + int32_t(i) + round;
+  recv[count] = -7;
+  MP_NCCL(ncclGroupStart());
+  MP_NCCL(ncclSend(send, count, ncclInt32, next, me.comm, nullptr));
+  MP_NCCL(ncclRecv(recv, count, ncclInt32, prev, me.comm, nullptr));
+  MP_NCCL(ncclGroupEnd());
+  MP_CHECK(recv[count] == -7, "round %d: wrote past the receive", round);
+  for (size_t i = 0; i < count; ++i)
+    MP_CHECK(recv[i] == prev * 100000 + int32_t(i) + round, "round %d element %zu: %d", round, i, recv[i]);
+  return 0;
+}
+
+TEST(MpRepeatCall, SendRecvGroupsRepeatIntoTheirOwnBuffers) {
+  RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      constexpr size_t kCount = 500;
+      std::vector<int32_t> sa(kCount), ra(kCount + 1), sb(kCount), rb(kCount + 1), scratch(200);
+      for (int round = 0; round < 24; ++round) {
+        // A A C A B B, again and again: repeats, switches, and an in-place
+        // group C (not remembered: it sends from a copy) between two A's,
+        // so the second A repeats the plan C rebound.
+        int k = round % 6;
+        int32_t* send = k < 4 ? sa.data() : sb.data();
+        int32_t* recv = k < 4 ? ra.data() : rb.data();
+        if (k == 2) send = recv = rb.data();
+        MP_TRY(ringRound(me, send, recv, kCount, round));
+      }
+      int next = (me.rank + 1) % me.nranks, prev = (me.rank + me.nranks - 1) % me.nranks;
+      for (size_t count = 101; count < 171; ++count) {
+        MP_NCCL(ncclGroupStart());
+        MP_NCCL(ncclSend(scratch.data(), count, ncclInt8, next, me.comm, nullptr));
+        MP_NCCL(ncclRecv(scratch.data() + 100, count, ncclInt8, prev, me.comm, nullptr));
+        MP_NCCL(ncclGroupEnd());
+      }
+      MP_TRY(ringRound(me, sa.data(), ra.data(), kCount, 100));
+      MP_TRY(ringRound(me, sa.data(), ra.data(), kCount, 101));
       return 0;
     });
   }, opts(120));
