@@ -175,10 +175,10 @@ Schedule broadcast(const CollArgs& a, const CommView& v) {
   int pos = r.mod(r.pos - r.posOfRank(a.root));
   std::vector<Step> s;
   if (pos == 0) {
-    // Out of place, the send writes our output too (Step::alsoCopy): by
-    // value in one pass over the input; by reference while the next rank
-    // reads (a separate copy after the send kept a 2-rank 16-64 MiB
-    // Broadcast by value at half the in-place speed).
+    // Out of place, the send writes our output too (Step::alsoCopy), each
+    // piece right after it is sent, while the next rank reads it (a separate
+    // copy after the whole send kept a 2-rank 16-64 MiB Broadcast by value
+    // at half the in-place speed).
     Step send = step(StepKind::kSend, r.next, -1, in(0), out(0), bytes);
     send.alsoCopy = !a.inPlace;
     send.mappedRefOnly = true;

@@ -165,12 +165,12 @@ void sendFromCopy(CommWork* w, const std::vector<P2pTask>& p2ps, std::vector<voi
   w->sendCopy = copy;
 }
 
+P2pKey keyOf(const P2pTask& t) { return P2pKey{t.buf, t.bytes, t.peer, t.isSend}; }
+
 bool sameP2ps(const std::vector<P2pKey>& keys, const std::vector<P2pTask>& p2ps) {
   if (keys.size() != p2ps.size()) return false;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const P2pTask& t = p2ps[i];
-    if (!(keys[i] == P2pKey{t.buf, t.bytes, t.peer, t.isSend})) return false;
-  }
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (!(keys[i] == keyOf(p2ps[i]))) return false;
   return true;
 }
 
@@ -188,7 +188,7 @@ Executor* repeatP2p(Comm* c, const std::vector<P2pTask>& p2ps) {
 void rememberP2p(Comm* c, const std::vector<P2pTask>& p2ps, const Executor* e) {
   P2pRepeat& last = c->repeats().lastP2p();
   last.ops.clear();
-  for (const P2pTask& t : p2ps) last.ops.push_back(P2pKey{t.buf, t.bytes, t.peer, t.isSend});
+  for (const P2pTask& t : p2ps) last.ops.push_back(keyOf(t));
   last.plan = c->plans().refOf(e);
 }
 

@@ -124,8 +124,9 @@ class Executor {
   Status commitSlot(int peer, Connection* c, size_t payloadBytes);
   bool mayRef(int peer) const { return !check_[peer].sendPending; }
   bool forwardsRef(const LaneState& st, int peer, Connection* c, size_t k);
-  // Whether k bytes at src are large enough to go by reference.
-  bool refSized(const void* src, size_t k, bool mappedOnly = false) const;
+  // Whether k bytes at src are large enough to go by reference; with
+  // mappedOnly (Step::mappedRefOnly) only if the peer maps them.
+  bool refSized(const void* src, size_t k, bool mappedOnly) const;
   // Receive side: verify and skip the peer's descriptor in a new piece.
   Status takeDescriptor(LaneState& st, int peer);
   Status advanceLane(size_t lane, bool* progressed, bool sendsOnly = false);
