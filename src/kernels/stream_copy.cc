@@ -79,7 +79,16 @@ int TwoWayChoice::next(bool* trial) {
 void TwoWayChoice::record(int way, double cost, bool trial) {
   double& c = cost_[way];
   if (!trial) {
-    c = c < 0 ? cost : 0.75 * c + 0.25 * cost;
+    bool first = c < 0;
+    c = first ? cost : 0.75 * c + 0.25 * cost;
+    // The way in use measured for the first time, after the opening trial
+    // of the other: take the cheaper one now, not a whole interval later
+    // (a 12-call 2-rank 64 MiB AllReduce in a slow phase stayed on
+    // ordinary stores throughout: 1.95 GB/s against 5.83 streamed).
+    if (first && way == mode_ && cost_[1 - way] >= 0 && cost_[1 - way] < c) {
+      mode_ = 1 - way;
+      interval_ = kMinInterval;
+    }
     return;
   }
   // Only a trial's last call counts: the first pay for the state the other

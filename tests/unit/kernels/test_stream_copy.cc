@@ -104,6 +104,16 @@ TEST(TwoWayChoice, OnlyTheLastCallOfATrialCounts) {
   EXPECT_EQ(switched, 1);
 }
 
+// The opening trial (the other way first, while nothing is known) decides
+// as soon as the way in use has one measurement: a run of a dozen calls
+// must not spend them all on the dearer way waiting for the next trial.
+TEST(TwoWayChoice, TheOpeningTrialDecidesAtOnce) {
+  TwoWayChoice c;
+  EXPECT_EQ(runCalls(c, 3, 3.0, 1.0), 1);
+  TwoWayChoice d;
+  EXPECT_EQ(runCalls(d, 3, 1.0, 3.0), 0);
+}
+
 TEST(TwoWayChoice, TheWayInUseAveragesOutOneSlowCall) {
   TwoWayChoice c;
   runCalls(c, 100, 1.0, 1.5);
