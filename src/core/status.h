@@ -25,20 +25,53 @@ enum class Code : int {
   kTimeout,          // a deadline passed without progress (reported as kRemote at the edge)
 };
 
+// An ok Status is a null pointer: creating, testing and dropping one (every
+// FERRY_TRY on the success path) costs a compare, not a std::string's
+// construction and destruction. The small-message path passes a few dozen of
+// them per collective (perf/README.md, "Instructions per small operation").
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Code code, std::string msg) : code_(code), msg_(std::move(msg)) {}
+  Status(Code code, std::string msg)
+      : rep_(code == Code::kOk ? nullptr : new Rep{code, std::move(msg)}) {}
+  Status(const Status& o) : rep_(o.rep_ ? new Rep(*o.rep_) : nullptr) {}
+  Status(Status&& o) noexcept : rep_(o.rep_) { o.rep_ = nullptr; }
+  Status& operator=(const Status& o) {
+    if (this != &o) {
+      Rep* copy = o.rep_ ? new Rep(*o.rep_) : nullptr;
+      delete rep_;
+      rep_ = copy;
+    }
+    return *this;
+  }
+  Status& operator=(Status&& o) noexcept {
+    if (this != &o) {
+      delete rep_;
+      rep_ = o.rep_;
+      o.rep_ = nullptr;
+    }
+    return *this;
+  }
+  ~Status() {
+    if (rep_) delete rep_;
+  }
 
   static Status ok() { return Status(); }
-  bool isOk() const { return code_ == Code::kOk; }
+  bool isOk() const { return rep_ == nullptr; }
   explicit operator bool() const { return isOk(); }
-  Code code() const { return code_; }
-  const std::string& message() const { return msg_; }
+  Code code() const { return rep_ ? rep_->code : Code::kOk; }
+  const std::string& message() const { return rep_ ? rep_->msg : emptyMessage(); }
 
  private:
-  Code code_ = Code::kOk;
-  std::string msg_;
+  struct Rep {
+    Code code;
+    std::string msg;
+  };
+  static const std::string& emptyMessage() {
+    static const std::string kEmpty;
+    return kEmpty;
+  }
+  Rep* rep_ = nullptr;
 };
 
 inline Status systemError(std::string m) { return Status(Code::kSystem, std::move(m)); }
