@@ -237,7 +237,7 @@ void Comm::fail(const Status& st) {
     if (c) c->reportFailure(st.code());
 }
 
-Status Comm::usable() const {
+Status Comm::usableSlow() const {
   if (abort_.load()) return invalidUsage("communicator was aborted");
   if (revoked_.load())
     return invalidUsage("communicator was revoked (ncclCommRevoke, or ncclCommShrink with NCCL_SHRINK_ABORT): "

@@ -84,7 +84,15 @@ class Comm final : public ConnectionSource {
   void latch(const Status& st);
   ncclResult_t asyncResult() const { return asyncResult_.load(); }
   const Status& firstError() const { return firstError_; }
-  Status usable() const;  // ok if collectives may run now
+  // Ok if collectives may run now. The common answer is inline: every call
+  // asks, and a small collective's whole path is a few hundred instructions.
+  Status usable() const {
+    if (ready_.load(std::memory_order_acquire) && !abort_.load(std::memory_order_acquire) &&
+        !revoked_.load(std::memory_order_acquire) &&
+        asyncResult_.load(std::memory_order_acquire) == ncclSuccess)
+      return Status::ok();
+    return usableSlow();
+  }
 
   const std::atomic<bool>* abortFlag() const { return &abort_; }
   void abort();
@@ -181,6 +189,7 @@ class Comm final : public ConnectionSource {
   std::atomic<int> users_{0};
   std::thread initThread_;
   bool finalized_ = false;
+  Status usableSlow() const;
   uint64_t serial_ = 0;
   std::vector<std::unique_ptr<PremulOp>> premulOps_;
   ExecOptions execOptions_;

@@ -186,6 +186,7 @@ void init() {
       tsFormat_ = tsFormat;
     }
     level_.store(static_cast<int>(level), std::memory_order_relaxed);
+    gLevelCeiling.store(static_cast<int>(level), std::memory_order_relaxed);
     mask_.store(parseList(subsys, kSubsysNames), std::memory_order_relaxed);
     tsLevels_.store(static_cast<uint32_t>(parseList(tsLevels, kLevelNames)),
                     std::memory_order_relaxed);
@@ -246,6 +247,8 @@ void emit(Level level, uint64_t subsys, const char* file, int line, const char* 
 
 }  // namespace
 
+std::atomic<int> gLevelCeiling{static_cast<int>(Level::kTrace)};
+
 // WARN always answers true: its text is kept for lastError() even when the
 // level hides it, and write() does the level check.
 bool enabled(Level level, uint64_t subsys) {
@@ -293,6 +296,7 @@ void versionLine(const char* text) {
 void reset() {
   std::lock_guard<std::mutex> lk(initMu_);
   config::reload();
+  gLevelCeiling.store(static_cast<int>(Level::kTrace), std::memory_order_relaxed);
   ready_.store(false, std::memory_order_release);
 }
 

@@ -9,6 +9,7 @@
 // ncclGetLastError.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -42,6 +43,15 @@ enum Subsys : uint64_t {
 // first call; reads NCCL_DEBUG / NCCL_DEBUG_SUBSYS once).
 bool enabled(Level level, uint64_t subsys);
 
+// The highest level NCCL_DEBUG lets through (kTrace until it was read): an
+// INFO or TRACE site under a quieter level costs an inline load and compare,
+// not a call (a small collective passes several such sites).
+extern std::atomic<int> gLevelCeiling;
+inline bool mayLog(Level level) {
+  return level <= Level::kWarn ||
+         static_cast<int>(level) <= gLevelCeiling.load(std::memory_order_relaxed);
+}
+
 // Print one line. Use the macros below instead of calling this directly.
 void write(Level level, uint64_t subsys, const char* file, int line, const char* func,
            const char* fmt, ...) __attribute__((format(printf, 6, 7)));
@@ -63,7 +73,7 @@ void reset();
 
 #define FERRY_LOG_(lvl, sub, ...)                                                         \
   do {                                                                                    \
-    if (::ferry::log::enabled(lvl, sub))                                                  \
+    if (::ferry::log::mayLog(lvl) && ::ferry::log::enabled(lvl, sub))                    \
       ::ferry::log::write(lvl, sub, __FILE__, __LINE__, __func__, __VA_ARGS__);           \
   } while (0)
 

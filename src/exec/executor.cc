@@ -105,6 +105,10 @@ Status Executor::resolve(ConnectionSource& source) {
       }
     }
   }
+  pushConns_.clear();
+  for (Connection* c : conns_)
+    if (c && c->needsPush() && std::find(pushConns_.begin(), pushConns_.end(), c) == pushConns_.end())
+      pushConns_.push_back(c);
   checkPeers_.clear();
   for (size_t p = 0; p < check_.size(); ++p)
     if (check_[p].sendBytes > 0 || check_[p].recvBytes > 0) checkPeers_.push_back(static_cast<int>(p));
@@ -161,17 +165,15 @@ Status Executor::progress(bool* progressed) {
   // ranks' SendRecv took turns copying: 165 us per 1 MiB op instead of ~90.
   for (size_t i = 0; i < lanes_.size(); ++i) FERRY_TRY(advanceLane(i, progressed, /*sendsOnly=*/true));
   for (size_t i = 0; i < lanes_.size(); ++i) FERRY_TRY(advanceLane(i, progressed));
-  for (Connection* c : conns_) {
-    if (c) FERRY_TRY(c->progress());
-  }
+  for (Connection* c : pushConns_) FERRY_TRY(c->progress());
   // Referenced memory must stay untouched until the peers have read it.
   // Forget drained peers at once: a peer that has read everything may exit,
   // and activePeers() must not report it as one we still wait on.
   for (auto it = refConns_.begin(); it != refConns_.end();)
     it = (*it)->sendsDrained() ? refConns_.erase(it) : std::next(it);
   if (lanesDone_ < lanes_.size() || !refConns_.empty()) return Status::ok();
-  for (Connection* c : conns_)
-    if (c && !c->sendsFlushed()) return Status::ok();
+  for (Connection* c : pushConns_)
+    if (!c->sendsFlushed()) return Status::ok();
   done_ = true;
   slotWrites_.endRun();
   *progressed = true;
