@@ -105,6 +105,26 @@ TEST_F(LogTest, LevelIsCaseInsensitiveAndFilters) {
   EXPECT_EQ(countOf(t, "trace still hidden"), 0u) << t;
 }
 
+// INFO/TRACE sites skip the call into the logger under a quieter level
+// (mayLog); a reset must lift that ceiling before NCCL_DEBUG is read again,
+// or the first INFO line after raising the level would be dropped.
+TEST_F(LogTest, LevelCeilingFollowsTheLevelAcrossResets) {
+  apply("WARN");
+  EXPECT_TRUE(mayLog(Level::kWarn));
+  EXPECT_FALSE(mayLog(Level::kInfo));
+  FERRY_INFO(kInit, "hidden");
+  setenv("NCCL_DEBUG", "INFO", 1);
+  reset();  // no enabled() call before the next line: the site itself must ask
+  FERRY_INFO(kInit, "shown after reset");
+  EXPECT_TRUE(mayLog(Level::kInfo));
+  EXPECT_FALSE(mayLog(Level::kTrace));
+  std::string t = text();
+  EXPECT_EQ(countOf(t, "hidden"), 0u) << t;
+  EXPECT_EQ(countOf(t, "NCCL INFO shown after reset\n"), 1u) << t;
+  apply("TRACE");
+  EXPECT_TRUE(mayLog(Level::kTrace));
+}
+
 TEST_F(LogTest, DefaultSubsystems) {
   apply("INFO");
   EXPECT_TRUE(enabled(Level::kInfo, kInit));
