@@ -28,7 +28,7 @@ enum class Code : int {
 // An ok Status is a null pointer: creating, testing and dropping one (every
 // FERRY_TRY on the success path) costs a compare, not a std::string's
 // construction and destruction. The small-message path passes a few dozen of
-// them per collective (perf/README.md, "Instructions per small operation").
+// them per collective (perf/README.md, "`instr_per_op`").
 class [[nodiscard]] Status {
  public:
   Status() = default;
