@@ -122,10 +122,11 @@ class Connection {
   // Move bytes that need a push (sockets); cheap no-op for shared memory.
   // Reports a dead or misbehaving peer as an error.
   virtual Status progress() { return Status::ok(); }
-  // False when progress() and sendsFlushed() are the defaults above: the
-  // executor then skips both calls on every poll (a small collective polls
-  // its connections several times).
-  virtual bool needsPush() const { return false; }
+  // False only where progress() and sendsFlushed() are the no-op defaults
+  // above: the executor then skips both calls on every poll (a small
+  // collective polls its connections several times). True by default, so a
+  // connection that overrides them is never left unpolled by omission.
+  virtual bool needsPush() const { return true; }
 
   // This side gave up (error or abort): make the peer's waits fail promptly
   // instead of running into their timeout.

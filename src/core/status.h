@@ -52,9 +52,7 @@ class [[nodiscard]] Status {
     }
     return *this;
   }
-  ~Status() {
-    if (rep_) delete rep_;
-  }
+  ~Status() { delete rep_; }
 
   static Status ok() { return Status(); }
   bool isOk() const { return rep_ == nullptr; }

@@ -168,7 +168,7 @@ class Executor {
   ExecOptions opt_;
   std::vector<LaneState> lanes_;
   std::vector<Connection*> conns_;   // indexed by peer rank (nullptr: unused)
-  std::vector<Connection*> pushConns_;  // the distinct ones that need progress() (needsPush)
+  std::vector<Connection*> pushConns_;  // the distinct ones to poll (Connection::needsPush)
   std::vector<PeerCheck> check_;     // indexed by peer rank
   std::vector<int> checkPeers_;      // peers this schedule moves bytes with
   OpInfo lastInfo_;                  // the call the descriptors were built for

@@ -75,7 +75,6 @@ class NetConnection : public Connection {
   bool sendsDrained() override;
   bool sendsFlushed() override { return sendsDrained(); }
   Status progress() override;
-  bool needsPush() const override { return true; }
   void markFailed() override;
   std::string describe() const override { return describe_; }
 

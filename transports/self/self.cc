@@ -46,6 +46,7 @@ class LoopbackConnection : public Connection {
     return Status::ok();
   }
   bool sendsDrained() override { return head_ == tail_; }
+  bool needsPush() const override { return false; }
   std::string describe() const override { return "loopback"; }
 
  private:

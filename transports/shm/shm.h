@@ -38,6 +38,7 @@ class ShmConnection : public Connection {
   Status readRef(const RecvPiece& piece, size_t offset, void* dst, size_t bytes) override;
   Status releaseRecv() override;
   bool sendsDrained() override;
+  bool needsPush() const override { return false; }
   void markFailed() override;
   Status health() override { return peerFailed(); }
   std::string describe() const override;
