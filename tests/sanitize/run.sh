@@ -41,6 +41,14 @@ opt=${SAN_OPT:--O1 -g1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_odr_violation=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=0:second_deadlock_stack=1}
+# UCX's memory hooks (libucm patches mmap/madvise and friends in the process)
+# break both sanitizers' machinery: under TSan they crash inside the mutex
+# interceptor (glibc calls madvise as a thread exits), and under ASan
+# LeakSanitizer's exit-time tracer died with SIGSEGV in
+# UcxSetup.RingConnectNextThenPrevOverUcx after the test itself passed (CI,
+# 2026-11-28). Every suite runs UCX without them (it does not need them for
+# host memory).
+export UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no
 TSAN_MP=${TSAN_MP:-.}
 # The threaded parts (README "The ci mode"): the bootstrap root thread and
 # the socket network's worker threads (bootstrap, netsocket, net transport
@@ -108,30 +116,19 @@ suite() {  # suite <build dir> <name> <ctest args...>
                 "$tail" "${reports:-0}" "$log")")
 }
 
-# UCX's memory hooks (libucm patches mmap/madvise and friends in the process)
-# break both sanitizers' machinery: under TSan they crash inside the mutex
-# interceptor (glibc calls madvise as a thread exits), and under ASan
-# LeakSanitizer's exit-time tracer died with SIGSEGV in
-# UcxSetup.RingConnectNextThenPrevOverUcx after the test itself passed (CI,
-# 2026-11-28). UCX runs without them under both (it does not need them for
-# host memory).
-nohooks_suite() {
-  UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no suite "$@"
-}
-
 run_asan() {
   local dir=$broot/build-asan
   build "$dir" gcc g++ address,undefined \
     ferry_tests_unit ferry_tests_net ferry_tests_netsocket ferry_tests_plugins ferry_tests_mp || return
-  nohooks_suite "$dir" asan-unit -L '^(unit|net|netsocket|plugins)$'
-  nohooks_suite "$dir" asan-mp -L '^mp$'
+  suite "$dir" asan-unit -L '^(unit|net|netsocket|plugins)$'
+  suite "$dir" asan-mp -L '^mp$'
 }
 
 run_tsan() {
   local dir=$broot/build-tsan
   build "$dir" gcc g++ thread ferry_tests_unit ferry_tests_net ferry_tests_netsocket ferry_tests_mp || return
-  nohooks_suite "$dir" tsan-unit -L '^(unit|net|netsocket)$' -LE '^sim$'
-  nohooks_suite "$dir" tsan-mp -L '^mp$' -R "$TSAN_MP"
+  suite "$dir" tsan-unit -L '^(unit|net|netsocket)$' -LE '^sim$'
+  suite "$dir" tsan-mp -L '^mp$' -R "$TSAN_MP"
 }
 
 run_tsan_ci() {
@@ -140,8 +137,8 @@ run_tsan_ci() {
   local dir=$broot/build-tsan-ci
   # shellcheck disable=SC2086
   build "$dir" gcc g++ thread $TSAN_CI_TARGETS || return
-  nohooks_suite "$dir" tsan-ci-unit -L '^(unit|net|netsocket)$'
-  nohooks_suite "$dir" tsan-ci-mp -L '^mp$'
+  suite "$dir" tsan-ci-unit -L '^(unit|net|netsocket)$'
+  suite "$dir" tsan-ci-mp -L '^mp$'
 }
 
 t_all=$(now)
