@@ -5,6 +5,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "transports/netucx/ucx_internal.h"
 
@@ -40,6 +43,18 @@ ncclResult_t createWorker(Context* c) {
   c->workerAddr.assign(p, p + len);
   ucp().ucp_worker_release_address(c->worker, addr);
   return ncclSuccess;
+}
+
+// Workers of contexts whose peer failed are kept, not destroyed (see
+// Context::peerFailed): a process-wide list holds them for the life of the
+// process, so the retention is deliberate and visible (LeakSanitizer sees
+// them reachable) rather than a lost pointer. Never destroyed: exit-time
+// destructors may run while another thread still finalizes.
+void retainWorker(Context* c) {
+  static std::mutex* mu = new std::mutex;
+  static auto* kept = new std::vector<std::pair<ucp_context_h, ucp_worker_h>>;
+  std::lock_guard<std::mutex> lock(*mu);
+  kept->emplace_back(c->context, c->worker);
 }
 
 void destroyContext(Context* c) {
@@ -102,8 +117,9 @@ ncclResult_t finalize(void* ctx) {
     return ncclInternalError;
   }
   if (c->peerFailed) {
-    UCX_INFO("finalize comm 0x%lx: a peer failed; the UCP worker is not destroyed "
+    UCX_INFO("finalize comm 0x%lx: a peer failed; the UCP worker is kept, not destroyed "
              "(UCX 1.13 may abort tearing it down)", static_cast<unsigned long>(c->commId));
+    retainWorker(c);
     delete c;
     return ncclSuccess;
   }

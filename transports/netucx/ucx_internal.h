@@ -55,7 +55,7 @@ struct Context {
   // A peer of this context failed. UCX 1.13 (assertions on, as Debian ships
   // it) can abort in ucp_worker_destroy when an internal endpoint still holds
   // a wireup message for a dead peer (fixed upstream, openucx/ucx#8175), so
-  // finalize then leaves the worker and context allocated.
+  // finalize then keeps the worker and context (a process-wide list holds them).
   bool peerFailed = false;
 };
 // Drive the worker until it reports no more work (bounded).

@@ -99,8 +99,20 @@ ThreadComm::ThreadComm(int nranks, uint64_t commHash, int64_t timeoutMs)
 
 ThreadComm::~ThreadComm() {
   // Both ends of a pair close at once, so neither waits for the other's drain.
+  // Each rank then finalizes its network at once, as a communicator does: a
+  // UCX endpoint's flush close can wait for an acknowledgement from the
+  // peer's worker, which nobody progresses once that rank's thread is done.
+  // Held until the join, that wait ran into the network's close deadline
+  // (5 s), after which UCX's worker is deliberately leaked (LeakSanitizer
+  // report in CI, UcxSetup.RingConnectNextThenPrevOverUcx); a finalized
+  // peer fails the wait at once instead.
   std::vector<std::thread> t;
-  for (int r = 0; r < n; r++) t.emplace_back([this, r] { conns[r].clear(); });
+  for (int r = 0; r < n; r++) {
+    t.emplace_back([this, r] {
+      conns[r].clear();
+      tr[r].reset();
+    });
+  }
   for (auto& th : t) th.join();
 }
 
