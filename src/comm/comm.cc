@@ -24,6 +24,7 @@ Comm::Comm(int rank, int nranks, CommConfig config)
   std::string stream = config::getString(config::Param::kShmStream);
   if (!SlotWrites::parseMode(stream, &execOptions_.slotWrites))
     FERRY_WARN("FERRY_SHM_STREAM=%s is not auto, always or never; using auto", stream.c_str());
+  execOptions_.flat = config::getBool(config::Param::kExecFlat);
   checkOps_ = config::getBool(config::Param::kCheckOps);
   p2pRail_ = config::getBool(config::Param::kP2pRail);
   asyncResult_.store(ncclInProgress);

@@ -56,6 +56,7 @@ Executor::Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSiz
   };
   for (const Lane& l : schedule_.lanes)
     needsPeers_ = needsPeers_ || std::any_of(l.steps.begin(), l.steps.end(), peerStep);
+  flat_ = flatSchedule();
 }
 
 void Executor::rebind(void* input, void* output, const ReduceSpec& reduce) {
@@ -86,6 +87,7 @@ Status Executor::start(ConnectionSource& source, const OpInfo* info) {
     }
   }
   done_ = schedule_.lanes.empty();
+  flatRun_ = flat_ && !reduce_.premul;
   return Status::ok();
 }
 
@@ -159,6 +161,7 @@ const std::vector<int>& Executor::activePeers() const {
 
 Status Executor::progress(bool* progressed) {
   if (done_) return Status::ok();
+  if (flatRun_) return progressFlat(progressed);
   // Sends first: posting a piece or a reference is quick, while a receive
   // may copy a whole block (a 1 MiB cross-memory read takes ~80 us), and a
   // peer waiting for our reference idles through it. Lane by lane, two

@@ -7,6 +7,11 @@
 // into pieces that fit the connection's slots, so consecutive ranks of a ring
 // work on different pieces of the same step at the same time (pipelining).
 //
+// Small schedules: when every step moves at most kFlatStepBytes, a run takes
+// the flat path (executor_flat.cc): each step is one piece, written or read
+// whole, skipping the general path's per-piece machinery. A piece it does not
+// expect hands the run to the general path where it stands.
+//
 // Zero-copy: a piece taken from stable user memory (a plain send, or data we
 // just received as a reference and forward) can travel as a reference that the peer reads
 // with cross-memory attach; the executor then waits, before it reports done,
@@ -66,6 +71,7 @@ struct ExecOptions {
   size_t refChunk = 1 << 20;      // forward referenced data in parts of this size
   size_t tempBytes = 1 << 18;     // scratch for reducing referenced data
   SlotWrites::Mode slotWrites = SlotWrites::Mode::kAuto;  // FERRY_SHM_STREAM
+  bool flat = true;               // small schedules on the flat path (FERRY_EXEC_FLAT)
 };
 
 class Executor {
@@ -79,6 +85,12 @@ class Executor {
   // With `info`, the run checks that every peer runs the same operation
   // (op_check.h); null runs unchecked.
   Status start(ConnectionSource& source, const OpInfo* info = nullptr);
+  // The largest step the flat path takes (well under any transport's slot).
+  static constexpr size_t kFlatStepBytes = 1024;
+  // Whether runs take the flat path (tests; premultiplied ops never do).
+  bool flat() const { return flat_; }
+  // Whether the last run stayed on the flat path to its end (tests).
+  bool ranFlat() const { return flatRun_; }
   // Point a cached collective executor at this call's buffers and operator.
   void rebind(void* input, void* output, const ReduceSpec& reduce);
   // Point a cached Send/Recv executor at this batch's buffers (one per op).
@@ -138,6 +150,13 @@ class Executor {
   Status doReduceStep(LaneState& st, const Step& s, bool* progressed);
   Status doCopySend(LaneState& st, const Step& s, bool* progressed);
   Result<bool> doBarrier(LaneState& st);
+  // The flat path (executor_flat.cc).
+  bool flatSchedule() const;
+  Status progressFlat(bool* progressed);
+  Status flatStep(LaneState& st, const Step& s, bool* stepDone);
+  Status flatSend(const Step& s, bool* stepDone);
+  Status flatRecv(LaneState& st, const Step& s, bool* stepDone);
+  Status flatSlot(int peer, size_t bytes, char** out, bool* fits);
 
   // Make st.piece hold an arrived piece; false if none yet.
   Result<bool> havePiece(LaneState& st, int peer, size_t stepRemaining);
@@ -185,6 +204,8 @@ class Executor {
   size_t sendBytes_ = 0;   // what a run sends (all lanes)
   bool done_ = false;
   bool resolved_ = false;
+  bool flat_ = false;     // every step is small (flatSchedule)
+  bool flatRun_ = false;  // this run is on the flat path
 };
 
 }  // namespace ferry
