@@ -8,7 +8,9 @@
 //    group of many AllReduces on distinct buffers.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "tests/mp/coll_cases.h"
@@ -240,6 +242,32 @@ TEST(MpP2p, InPlaceRingIsExact) {
         });
       },
       opts(120));
+  EXPECT_RANKS_OK(res);
+}
+
+// A sender that destroys its communicator and exits before the receiver
+// first touches the pair: its pieces wait in the shared segment it created,
+// which must outlive it until the receiver has mapped it (shm stepClose).
+TEST(MpP2p, SenderExitsBeforeTheReceiverArrives) {
+  RunResult res = runRanks(
+      2,
+      [](int rank, int nr, const ncclUniqueId& id) {
+        return withComm(rank, nr, id, [](const Rank& me) {
+          const size_t count = 1000;
+          HostBuf buf(ncclInt32, count);
+          if (me.rank == 1) {
+            buf.fill([&](size_t i) { return moveValue(ncclInt32, 1, i); });
+            MP_NCCL(ncclSend(buf.data(), count, ncclInt32, 0, me.comm, nullptr));
+            return 0;  // destroy the communicator and exit at once
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(700));
+          MP_NCCL(ncclRecv(buf.data(), count, ncclInt32, 1, me.comm, nullptr));
+          MP_CHECK(checkBuf(buf, 0, count, [&](size_t i) { return moveValue(ncclInt32, 1, i); },
+                            "pieces of a sender that has exited"));
+          return 0;
+        });
+      },
+      opts(60));
   EXPECT_RANKS_OK(res);
 }
 

@@ -40,6 +40,7 @@ class ShmConnection : public Connection {
   bool sendsDrained() override;
   bool needsPush() const override { return false; }
   void markFailed() override;
+  bool stepClose(bool* moved) override;
   Status health() override { return peerFailed(); }
   std::string describe() const override;
 

@@ -259,6 +259,18 @@ bool ShmConnection::sendsDrained() {
   return out_->head.load(std::memory_order_acquire) == sendTail_;
 }
 
+// The creator of a segment that the peer has not mapped yet unlinks it when
+// it goes (connect() never waits for the peer), and with it any piece it
+// sent: a rank that sent and then destroyed its communicator before a slower
+// receiver got to the pair lost its data (the receiver failed with "rank N
+// exited"). So closing waits, under the communicator's close deadline, until
+// the peer has mapped the segment; its mapping then keeps the pieces.
+bool ShmConnection::stepClose(bool* moved) {
+  (void)moved;
+  if (!created_ || sendTail_ == 0) return true;
+  return hdr_->attached.load(std::memory_order_acquire) != 0;
+}
+
 void ShmConnection::markFailed() {
   hdr_->failed[side_].store(1, std::memory_order_release);
 }
