@@ -74,10 +74,15 @@ Status Executor::start(ConnectionSource& source, const OpInfo* info) {
     return internalError(schedule_.algorithm + " schedule needs peer memory and none is bound");
   if (!resolved_) FERRY_TRY(resolve(source));
   for (LaneState& l : lanes_) l = LaneState{};
-  for (int peer : checkPeers_) check_[peer].sendPending = check_[peer].recvPending = false;
-  if (info) armChecks(source, *info);
+  // armChecks sets every flag a run uses (a direction without bytes never
+  // has one set); unchecked, an aborted run's flags must go.
+  if (info) {
+    armChecks(source, *info);
+  } else {
+    for (int peer : checkPeers_) check_[peer].sendPending = check_[peer].recvPending = false;
+  }
   lanesDone_ = 0;
-  refConns_.clear();
+  if (!refConns_.empty()) refConns_.clear();
   slotWrites_.beginRun(sendBytes_);
   for (const Step& s : schedule_.prologue) {
     if (s.kind == StepKind::kLocalReduce) {

@@ -33,7 +33,7 @@ bool Executor::flatSchedule() const {
 Status Executor::progressFlat(bool* progressed) {
   // Sends first, as on the general path: a peer waiting for our piece
   // should not wait through our receives.
-  for (int sendsOnly = 1; sendsOnly >= 0 && flatRun_; --sendsOnly) {
+  for (int sendsOnly = lanes_.size() > 1; sendsOnly >= 0 && flatRun_; --sendsOnly) {
     for (size_t i = 0; i < lanes_.size() && flatRun_; ++i) {
       LaneState& st = lanes_[i];
       const std::vector<Step>& steps = schedule_.lanes[i].steps;
