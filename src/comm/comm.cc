@@ -53,8 +53,16 @@ void Comm::closeConnections() {
     }
     if (!w.idle().isOk()) break;
   }
-  FERRY_WARN("rank %d: peers did not finish closing within FERRY_CLOSE_TIMEOUT_MS; closing with "
-             "requests in flight", rank_);
+  // Name what is still open (a network pair's close exchange; a shm
+  // segment the peer never mapped, whose pieces go with it).
+  std::string open;
+  int left = 0;
+  for (auto& c : conns_) {
+    bool moved = false;
+    if (c && !c->stepClose(&moved) && left++ < 4) open += (open.empty() ? "" : ", ") + c->describe();
+  }
+  FERRY_WARN("rank %d: connections did not finish closing within FERRY_CLOSE_TIMEOUT_MS (%s%s); "
+             "closing them with requests in flight", rank_, open.c_str(), left > 4 ? ", ..." : "");
   for (auto& c : conns_)
     if (c) c->markFailed();
 }

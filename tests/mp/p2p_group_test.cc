@@ -271,5 +271,28 @@ TEST(MpP2p, SenderExitsBeforeTheReceiverArrives) {
   EXPECT_RANKS_OK(res);
 }
 
+// The other side of that: a receiver that never comes (a program error).
+// The sender's destroy waits FERRY_CLOSE_TIMEOUT_MS for it, then closes,
+// naming the shm pair in its WARN; neither rank fails.
+TEST(MpP2p, ReceiverThatNeverComesCostsTheCloseTimeoutAndIsNamed) {
+  const std::string& dir = testLogDir("p2p");
+  RunOptions o = loggedOptions(dir, "neverrecv", "INIT", {{"FERRY_CLOSE_TIMEOUT_MS", "300"}}, 60);
+  RunResult res = runRanks(
+      2,
+      [](int rank, int nr, const ncclUniqueId& id) {
+        return withComm(rank, nr, id, [](const Rank& me) {
+          if (me.rank == 1) {
+            HostBuf buf(ncclInt32, 100);
+            buf.fill([&](size_t i) { return moveValue(ncclInt32, 1, i); });
+            MP_NCCL(ncclSend(buf.data(), 100, ncclInt32, 0, me.comm, nullptr));
+          }
+          return 0;
+        });
+      },
+      o);
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(dir, "neverrecv", "did not finish closing within FERRY_CLOSE_TIMEOUT_MS (shm "), 1);
+}
+
 }  // namespace
 }  // namespace ferry::mp
