@@ -31,28 +31,17 @@ Result<Comm*> managedComm(ncclComm_t comm) {
   return c;
 }
 
-Result<kernels::DType> checkType(int t) {
-  if (t < 0 || t >= ncclNumTypes) return invalidArgument("invalid datatype " + std::to_string(t));
-  return static_cast<kernels::DType>(t);
+Status typeError(int t) { return invalidArgument("invalid datatype " + std::to_string(t)); }
+
+Status ptrError(const char* what) { return invalidArgument(std::string(what) + " is NULL"); }
+
+Status rankError(int r, int nranks, const char* what) {
+  return invalidArgument(std::string(what) + " " + std::to_string(r) + " is out of range [0, " +
+                         std::to_string(nranks) + ")");
 }
 
-Status checkPtr(const void* p, const char* what) {
-  if (p == nullptr) return invalidArgument(std::string(what) + " is NULL");
-  return Status::ok();
-}
-
-Status checkRank(int r, int nranks, const char* what) {
-  if (r < 0 || r >= nranks)
-    return invalidArgument(std::string(what) + " " + std::to_string(r) + " is out of range [0, " +
-                           std::to_string(nranks) + ")");
-  return Status::ok();
-}
-
-Status checkSize(size_t count, size_t elemSize, size_t factor) {
-  unsigned __int128 total = static_cast<unsigned __int128>(count) * elemSize * factor;
-  if (total > SIZE_MAX)
-    return invalidArgument("count " + std::to_string(count) + " overflows the buffer size");
-  return Status::ok();
+Status sizeError(size_t count) {
+  return invalidArgument("count " + std::to_string(count) + " overflows the buffer size");
 }
 
 }  // namespace ferry::api

@@ -37,11 +37,34 @@ Result<Comm*> readyComm(ncclComm_t comm);
 // ncclCommSplit and ncclCommShrink may start from.
 Result<Comm*> managedComm(ncclComm_t comm);
 
+// The argument checks are inline, so a valid call pays a compare each (a
+// Send/Recv makes five of them per call); what they say about a bad value is
+// built out of line.
+Status typeError(int t);
+Status ptrError(const char* what);
+Status rankError(int r, int nranks, const char* what);
+Status sizeError(size_t count);
+
 // Takes the caller's value as an int: it may be outside the enum's range.
-Result<kernels::DType> checkType(int t);
-Status checkPtr(const void* p, const char* what);
-Status checkRank(int r, int nranks, const char* what);
+inline Result<kernels::DType> checkType(int t) {
+  if (t >= 0 && t < ncclNumTypes) [[likely]] return static_cast<kernels::DType>(t);
+  return typeError(t);
+}
+inline Status checkPtr(const void* p, const char* what) {
+  if (p != nullptr) [[likely]] return Status::ok();
+  return ptrError(what);
+}
+inline Status checkRank(int r, int nranks, const char* what) {
+  if (r >= 0 && r < nranks) [[likely]] return Status::ok();
+  return rankError(r, nranks, what);
+}
 // count * elemSize * factor must fit in size_t.
-Status checkSize(size_t count, size_t elemSize, size_t factor);
+inline Status checkSize(size_t count, size_t elemSize, size_t factor) {
+  size_t bytes = 0;
+  if (!__builtin_mul_overflow(count, elemSize, &bytes) &&
+      !__builtin_mul_overflow(bytes, factor, &bytes)) [[likely]]
+    return Status::ok();
+  return sizeError(count);
+}
 
 }  // namespace ferry::api
