@@ -175,21 +175,34 @@ bool sameP2ps(const std::vector<P2pKey>& keys, const std::vector<P2pTask>& p2ps)
 }
 
 // The executor of the communicator's last Send/Recv group if this one is
-// the same (repeat_call.h), with this group's buffers bound; else null.
+// the same (repeat_call.h), with this group's buffers bound (in place: the
+// sends' bytes copied again first); else null.
 Executor* repeatP2p(Comm* c, const std::vector<P2pTask>& p2ps) {
   P2pRepeat& last = c->repeats().lastP2p();
   if (!sameP2ps(last.ops, p2ps)) return nullptr;
   Executor* e = c->plans().touch(last.plan);
+  if (!e) return nullptr;
   // Another group of the same shape may have bound other buffers since.
-  for (size_t i = 0; e && i < p2ps.size(); ++i) e->rebindBuffer(i, p2ps[i].buf);
+  size_t at = 0;
+  for (size_t i = 0; i < p2ps.size(); ++i) {
+    void* b = p2ps[i].buf;
+    if (last.sendCopy && p2ps[i].isSend && p2ps[i].bytes > 0) {
+      std::memcpy(last.sendCopy.get() + at, b, p2ps[i].bytes);
+      b = last.sendCopy.get() + at;
+      at += p2ps[i].bytes;
+    }
+    e->rebindBuffer(i, b);
+  }
   return e;
 }
 
-void rememberP2p(Comm* c, const std::vector<P2pTask>& p2ps, const Executor* e) {
+void rememberP2p(Comm* c, const std::vector<P2pTask>& p2ps, const Executor* e,
+                 std::shared_ptr<char[]> sendCopy) {
   P2pRepeat& last = c->repeats().lastP2p();
   last.ops.clear();
   for (const P2pTask& t : p2ps) last.ops.push_back(keyOf(t));
   last.plan = c->plans().refOf(e);
+  last.sendCopy = std::move(sendCopy);
 }
 
 // A group's Send/Recv as one executor run: a repeat of the last group, or
@@ -216,7 +229,7 @@ void p2pRun(CommWork* w, const std::vector<P2pTask>& p2ps) {
       e = c->plans().addP2p(ops, std::make_unique<Executor>(p2pSchedule(c->rank(), ops), bufs, 1,
                                                             ReduceSpec{}, c->execOptions()));
     }
-    if (!overlap) rememberP2p(c, p2ps, e);
+    rememberP2p(c, p2ps, e, overlap ? w->sendCopy : nullptr);
   }
   w->runs.push_back(Run{e, nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c), nullptr});
 }

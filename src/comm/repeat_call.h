@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "exec/executor.h"
@@ -41,8 +42,9 @@ struct RepeatEntry {
 
 // The last Send/Recv group of a communicator (without collectives): the
 // same operations on the same buffers reuse its executor, skipping the op
-// list, the overlap check and the plan lookup. Groups whose sends overlap
-// their receives (they send from a copy taken per call) are not kept.
+// list, the overlap check and the plan lookup. A group whose sends overlap
+// its receives (in place) sends from a copy taken per call; the copy's
+// memory stays here for the next call.
 struct P2pKey {
   const void* buf = nullptr;
   size_t bytes = 0;
@@ -54,6 +56,7 @@ struct P2pKey {
 struct P2pRepeat {
   std::vector<P2pKey> ops;
   PlanCache::Ref plan;
+  std::shared_ptr<char[]> sendCopy;  // in place: the sends' bytes, back to back
 };
 
 class RepeatCalls {

@@ -19,14 +19,21 @@
 //      ncclCommInitRank fails on every rank within seconds (the root tells
 //      each why) with ncclInvalidUsage and a WARN naming the problem, with
 //      FERRY_INIT_TIMEOUT_MS at its 120 s default.
+//  (g) /dev/shm too small for a pair's rings (a container's --shm-size): the
+//      ranks' collective fails with an error naming /dev/shm on every rank,
+//      and no rank dies of SIGBUS writing past the end of the tmpfs.
 // The harness watchdog turns any hang into a failure naming the hung ranks.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <cstdio>
 #include <string>
 #include <thread>
 
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/mp/coll_cases.h"
@@ -272,6 +279,57 @@ void runBadInitTest(std::vector<int> ranks, std::vector<int> nranks, const char*
 TEST(MpFault, NranksMismatchFailsEveryRankFast) { runBadInitTest({0, 1, 2, 3}, {4, 4, 4, 5}, "mismatch"); }
 
 TEST(MpFault, DuplicateRankFailsEveryRankFast) { runBadInitTest({0, 1, 1}, {3, 3, 3}, "duplicate"); }
+
+// (g) in a child process of its own, which mounts a 4 MiB /dev/shm in a
+// private mount namespace (root only) so the other tests keep the real one.
+// A pair's segment is 16 MiB (FERRY_SHM_SLOTS=64: 8 MiB per direction), and
+// an 8 MiB AllReduce walks far past 4 MiB of it: without the space reserved
+// when the segment is made, the ranks died of SIGBUS.
+int shmTooSmallChild() {
+  if (unshare(CLONE_NEWNS) != 0) return 77;
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+  if (mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=4m") != 0) return 77;
+  RunOptions o;
+  o.timeoutSec = 60;
+  o.env["FERRY_SHM_SLOTS"] = "64";
+  o.env["FERRY_TIMEOUT_MS"] = "20000";
+  RunResult res = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        MP_NCCL(initComm(&comm, n, id, rank));
+        const size_t count = size_t(2) << 20;
+        HostBuf in(ncclFloat32, count), out(ncclFloat32, count);
+        in.fill(1.0);
+        ncclResult_t r = ncclSuccess;
+        for (int i = 0; i < 4 && r == ncclSuccess; ++i)
+          r = ncclAllReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr);
+        std::string last = ncclGetLastError(comm);
+        MP_CHECK(r != ncclSuccess, "8 MiB AllReduces through a 4 MiB /dev/shm succeeded");
+        harnessMessage("rank %d: %s: %s", rank, resultName(r).c_str(), last.c_str());
+        ncclCommAbort(comm);
+        return 0;
+      },
+      o);
+  std::fprintf(stderr, "%s", res.summary().c_str());
+  bool named = false;
+  for (const RankResult& r : res.ranks) {
+    std::fprintf(stderr, "rank %d: exit %d signal %d: %s\n", r.rank, r.exitCode, r.signal, r.message.c_str());
+    named = named || r.message.find("/dev/shm") != std::string::npos;
+  }
+  return res.ok() && named ? 0 : 1;
+}
+
+TEST(MpFault, ShmTooSmallFailsWithAMessageNotSigbus) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0) << std::strerror(errno);
+  if (pid == 0) _exit(shmTooSmallChild());
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the test's child died of signal " << WTERMSIG(status);
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot mount a small /dev/shm here (needs root)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "see the ranks' lines above";
+}
 
 }  // namespace
 }  // namespace ferry::mp
