@@ -58,7 +58,8 @@ Result<void*> createSegment(const std::string& name, int side, uint32_t slots, u
     shm_unlink(name.c_str());
     return systemError("shm: no space in /dev/shm for " + name + " (" + std::to_string(bytes) +
                        " bytes per pair of local ranks; enlarge /dev/shm, e.g. docker "
-                       "--shm-size, or lower FERRY_SHM_SLOTS / FERRY_SHM_SLOT_BYTES)");
+                       "--shm-size, lower FERRY_SHM_SLOTS / FERRY_SHM_SLOT_BYTES, or set "
+                       "NCCL_SHM_DISABLE=1)");
   }
   FERRY_ASSIGN(void* base, mapFd(fd, bytes, name));
   auto* h = new (base) SegmentHeader();
