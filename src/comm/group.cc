@@ -445,12 +445,16 @@ Status runAlone(Comm* c, const std::vector<CollTask>& colls, const std::vector<P
 bool runP2pRepeat(GroupState& g, Status* st) {
   if (g.used != 1 || !g.inits.empty()) return false;
   CommTasks& q = g.comms[0];
+  if (!q.colls.empty() || q.p2ps.empty()) return false;
   Comm* c = q.comm;
+  // Destroyed while its work was queued: not to be touched; execute() says so.
+  if (!acquireComm(c, q.serial)) return false;
   // A rail exchange (FERRY_P2P_RAIL) is never remembered as a repeat.
-  if (!q.colls.empty() || q.p2ps.empty() || c->p2pRail()) return false;
-  if (!acquireComm(c, q.serial)) return false;  // execute() reports it
-  c->plans().beginUse();
-  Executor* e = repeatP2p(c, q.p2ps);
+  Executor* e = nullptr;
+  if (!c->p2pRail()) {
+    c->plans().beginUse();
+    e = repeatP2p(c, q.p2ps);
+  }
   if (e) {
     log::setThreadRank(c->rank());
     Run r{e, nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c), nullptr};
