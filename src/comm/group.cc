@@ -147,6 +147,19 @@ void alltoallvRuns(CommWork* w, const CollTask& t) {
   w->runs.push_back(x);
 }
 
+// Copies the sends' bytes back to back into `copy`; bind(i, where) tells
+// each send (with bytes) where its copy is.
+template <typename Bind>
+void copySends(const std::vector<P2pTask>& p2ps, char* copy, Bind bind) {
+  size_t at = 0;
+  for (size_t i = 0; i < p2ps.size(); ++i) {
+    if (!p2ps[i].isSend || p2ps[i].bytes == 0) continue;
+    std::memcpy(copy + at, p2ps[i].buf, p2ps[i].bytes);
+    bind(i, copy + at);
+    at += p2ps[i].bytes;
+  }
+}
+
 // In-place Send/Recv (a send block overlaps a receive block): the sends go
 // from a copy taken now. Otherwise a peer reading our send block by
 // reference races our receive into it (undefined data, and 1 MiB took
@@ -155,13 +168,7 @@ void sendFromCopy(CommWork* w, const std::vector<P2pTask>& p2ps, std::vector<voi
   size_t total = 0;
   for (const P2pTask& t : p2ps) total += t.isSend ? t.bytes : 0;
   std::shared_ptr<char[]> copy = std::make_shared_for_overwrite<char[]>(total);
-  size_t at = 0;
-  for (size_t i = 0; i < p2ps.size(); ++i) {
-    if (!p2ps[i].isSend || p2ps[i].bytes == 0) continue;
-    std::memcpy(copy.get() + at, p2ps[i].buf, p2ps[i].bytes);
-    (*bufs)[i] = copy.get() + at;
-    at += p2ps[i].bytes;
-  }
+  copySends(p2ps, copy.get(), [&](size_t i, char* p) { (*bufs)[i] = p; });
   w->sendCopy = copy;
 }
 
@@ -183,16 +190,8 @@ Executor* repeatP2p(Comm* c, const std::vector<P2pTask>& p2ps) {
   Executor* e = c->plans().touch(last.plan);
   if (!e) return nullptr;
   // Another group of the same shape may have bound other buffers since.
-  size_t at = 0;
-  for (size_t i = 0; i < p2ps.size(); ++i) {
-    void* b = p2ps[i].buf;
-    if (last.sendCopy && p2ps[i].isSend && p2ps[i].bytes > 0) {
-      std::memcpy(last.sendCopy.get() + at, b, p2ps[i].bytes);
-      b = last.sendCopy.get() + at;
-      at += p2ps[i].bytes;
-    }
-    e->rebindBuffer(i, b);
-  }
+  for (size_t i = 0; i < p2ps.size(); ++i) e->rebindBuffer(i, p2ps[i].buf);
+  if (last.sendCopy) copySends(p2ps, last.sendCopy.get(), [&](size_t i, char* p) { e->rebindBuffer(i, p); });
   return e;
 }
 
@@ -373,6 +372,24 @@ Status destroyedWhileQueued(const std::vector<CollTask>& colls, const std::vecto
 
 Status runAll(std::vector<CommWork>& work, size_t n);
 
+// The small-message path of a Send/Recv loop: a group of nothing but the
+// same Send/Recv as the communicator's last group (repeatP2p) runs its
+// executor at once, without the work lists (per op ~300 of a 2-rank 8 B
+// Send/Recv's ~3500 instructions, perf/README.md). c is acquired. False:
+// not such a group, nothing done.
+bool runP2pRepeat(const GroupState& g, Comm* c, const CommTasks& q, Status* st) {
+  // A rail exchange (FERRY_P2P_RAIL) is never remembered as a repeat.
+  if (g.used != 1 || !g.inits.empty() || !q.colls.empty() || q.p2ps.empty() || c->p2pRail())
+    return false;
+  c->plans().beginUse();
+  Executor* e = repeatP2p(c, q.p2ps);
+  if (!e) return false;
+  log::setThreadRank(c->rank());
+  Run r{e, nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c), nullptr};
+  *st = runOne(c, r);
+  return true;
+}
+
 Status execute(GroupState& g) {
   Status result;
   if (!g.inits.empty()) result = runInits(g.inits);
@@ -388,6 +405,10 @@ Status execute(GroupState& g) {
       Status st = destroyedWhileQueued(q.colls, q.p2ps);
       if (result.isOk() || result.code() == Code::kInProgress) result = st;
       continue;
+    }
+    if (Status st; runP2pRepeat(g, c, q, &st)) {
+      c->exit();
+      return st;
     }
     if (n == work.size()) work.emplace_back();
     work[n].reset(c);
@@ -437,33 +458,6 @@ Status runAlone(Comm* c, const std::vector<CollTask>& colls, const std::vector<P
   return w.result;
 }
 
-// The small-message path of a Send/Recv loop: a group of nothing but the
-// same Send/Recv as the communicator's last group (repeatP2p) runs its
-// executor at once, without execute()'s work lists (per op ~300 of a
-// 2-rank 8 B Send/Recv's ~3500 instructions, perf/README.md). False: not
-// such a group, nothing done, execute() takes it.
-bool runP2pRepeat(GroupState& g, Status* st) {
-  if (g.used != 1 || !g.inits.empty()) return false;
-  CommTasks& q = g.comms[0];
-  if (!q.colls.empty() || q.p2ps.empty()) return false;
-  Comm* c = q.comm;
-  // Destroyed while its work was queued: not to be touched; execute() says so.
-  if (!acquireComm(c, q.serial)) return false;
-  // A rail exchange (FERRY_P2P_RAIL) is never remembered as a repeat.
-  Executor* e = nullptr;
-  if (!c->p2pRail()) {
-    c->plans().beginUse();
-    e = repeatP2p(c, q.p2ps);
-  }
-  if (e) {
-    log::setThreadRank(c->rank());
-    Run r{e, nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c), nullptr};
-    *st = runOne(c, r);
-  }
-  c->exit();
-  return e != nullptr;
-}
-
 }  // namespace
 
 int groupDepth() { return tGroup.depth; }
@@ -474,12 +468,10 @@ Status groupStart() {
 }
 
 Status groupEnd() {
-  GroupState& g = tGroup;
-  if (g.depth == 0) return invalidUsage("ncclGroupEnd called without a matching ncclGroupStart");
-  if (--g.depth > 0) return Status::ok();
-  Status st;
-  if (!runP2pRepeat(g, &st)) st = execute(g);
-  g.clear();
+  if (tGroup.depth == 0) return invalidUsage("ncclGroupEnd called without a matching ncclGroupStart");
+  if (--tGroup.depth > 0) return Status::ok();
+  Status st = execute(tGroup);
+  tGroup.clear();
   return st;
 }
 
