@@ -127,6 +127,10 @@ class Connection {
   // collective polls its connections several times). True by default, so a
   // connection that overrides them is never left unpolled by omission.
   virtual bool needsPush() const { return true; }
+  // True when every wait on this connection is a wait for one of its
+  // sockets and its network notes them (core/readiness.h): a caller whose
+  // connections all say so may block in poll() when nothing moves.
+  virtual bool waitsOnFds() const { return false; }
 
   // This side gave up (error or abort): make the peer's waits fail promptly
   // instead of running into their timeout.

@@ -145,6 +145,7 @@ void drive(Transport& t, Flow& s, Flow& r, size_t len, double deadline, int idle
       f.free.push_back(slot);
       f.done++;
     }
+    t.afterPoll(!done.empty());
     if (done.empty() && idleUs > 0) std::this_thread::sleep_for(std::chrono::microseconds(idleUs));
     if (done.empty() && (++spins & 1023) == 0 && nowSec() > deadline) {
       die("timed out moving %zu-byte messages: sent %d/%d, received %d/%d", len, s.done, s.n, r.done, r.n);

@@ -75,6 +75,10 @@ class Transport {
   virtual bool post(bool send, int slot, char* buf, size_t len) = 0;
   // Progress and report finished operations as (send, slot).
   virtual void poll(std::vector<std::pair<bool, int>>* done) = 0;
+  // After each poll: whether it finished something. A driver whose library
+  // has its own way for a caller to wait (Ferry's Waiter) waits here; the
+  // default is to spin (and --idle-us).
+  virtual void afterPoll(bool finished) { (void)finished; }
 };
 
 // The out-of-band socket between the two roles.

@@ -12,6 +12,10 @@
 //               devices is NCCL_SOCKET_IFNAME's business (compare.py sets lo)
 //   --test-all  test() every outstanding request on each poll, not only the
 //               oldest per direction (NCCL's proxy pattern, the default)
+//   --spin      poll without pause (the default waits as Ferry's executor
+//               does over this network: core/wait.h's Waiter, which past its
+//               spin phase blocks in poll() on the sockets test() noted, as
+//               FERRY_WAIT_ON_SOCKETS allows)
 // The network's own knobs come from the environment as usual
 // (NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD, FERRY_NET_SOCKET_INLINE_BYTES,
 // FERRY_NET_RETRY_MS); the server adopts the listener's layout (the handle).
@@ -24,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/wait.h"
 #include "perf/fabric/bw_common.h"
 #include "transports/netsocket/socket_net.h"
 
@@ -46,6 +51,17 @@ struct FerryNet final : Transport {
   std::deque<int> fifo[2];  // outstanding indexes into reqs, posting order: sends, receives
   int window = 0;
   bool testAll = false;
+  bool spin = false;
+  ferry::Waiter waiter{nullptr, 0, "ferry_net_bw"};
+
+  void afterPoll(bool finished) override {
+    if (spin) return;
+    if (finished) {
+      waiter.progressed();
+    } else {
+      (void)waiter.idle();  // no deadline, no abort flag: never an error
+    }
+  }
 
   ~FerryNet() override {
     for (void* m : sendMh) net->deregMr(sendComm, m);
@@ -124,6 +140,8 @@ int roleMain(Opts o) {
   FerryNet f;
   f.window = window;
   f.testAll = extraOpt(o, "test-all") != nullptr;
+  f.spin = extraOpt(o, "spin") != nullptr;
+  f.waiter.allowFdWait(!f.spin);
   f.reqs.assign(static_cast<size_t>(2 * window), nullptr);
   f.setup(dev, oob, deadline);
   for (int dir = 0; dir < 2; ++dir) {
@@ -137,14 +155,16 @@ int roleMain(Opts o) {
   std::string label = std::string("ferry_net_bw Ferry ncclNet '") + f.net->name + "' dev " + std::to_string(dev) +
                       " NCCL_SOCKET_NTHREADS=" + env("NCCL_SOCKET_NTHREADS") +
                       " NCCL_NSOCKS_PERTHREAD=" + env("NCCL_NSOCKS_PERTHREAD") +
-                      (f.testAll ? " test-all" : " test-oldest");
+                      (f.testAll ? " test-all" : " test-oldest") +
+                      (f.spin ? " spin" : " FERRY_WAIT_ON_SOCKETS=" + env("FERRY_WAIT_ON_SOCKETS"));
   return runBench(o, oob, f, bufs, label);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Opts o = parseOpts(argc, argv, "ferry_net_bw", {"dev", "test-all!"}, "--dev N (default 0), --test-all");
+  Opts o = parseOpts(argc, argv, "ferry_net_bw", {"dev", "test-all!", "spin!"},
+                      "--dev N (default 0), --test-all, --spin");
   if (o.role == Opts::kFork) {
     forkServer(&o, roleMain);
     return reapChild(roleMain(o));

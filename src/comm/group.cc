@@ -268,6 +268,7 @@ Status runExecutor(Comm* c, Executor& e, const char* name, const OpInfo& info) {
   FERRY_TRY(e.progress(&first));
   if (e.done()) return Status::ok();
   Waiter w(c->abortFlag(), c->timeoutMs(), name);
+  if (e.waitsOnFds()) w.allowFdWait(true);
   while (!e.done()) {
     bool progressed = false;
     FERRY_TRY(e.progress(&progressed));

@@ -106,6 +106,14 @@ void Backoff::setOversubscribed(bool on) { gOversubscribed.store(on, std::memory
 Waiter::Waiter(const std::atomic<bool>* abortFlag, int64_t timeoutMs, const char* what)
     : abort_(abortFlag), timeoutMs_(timeoutMs), what_(what ? what : "waiting") {}
 
+void Waiter::allowFdWait(bool on) {
+  static const bool enabled = config::getBool(config::Param::kWaitOnSockets);
+  fdWait_ = on && enabled;
+  // Notes left by a pass of an earlier wait (or of a caller that never
+  // blocks) must not decide this one's first wait.
+  readiness::clear();
+}
+
 namespace {
 // One tick of the coarse clock, rounded up to whole ms (typically 4).
 int64_t coarseTickMs() {
@@ -127,7 +135,16 @@ Status Waiter::idle() {
   if (abort_ && abort_->load(std::memory_order_acquire)) {
     return remoteError(std::string("communicator aborted while ") + what_);
   }
-  backoff_.pause();
+  if (fdWait_) {
+    if (backoff_.phase() != Backoff::Phase::kSpin && readiness::wait(kFdWaitUs)) {
+      backoff_.count();
+    } else {
+      backoff_.pause();
+    }
+    readiness::clear();
+  } else {
+    backoff_.pause();
+  }
   if (timeoutMs_ <= 0) return Status::ok();
   if (lastProgressMs_ < 0) {
     lastProgressMs_ = nowCoarseMs();

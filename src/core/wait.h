@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/readiness.h"
 #include "core/status.h"
 
 namespace ferry {
@@ -38,6 +39,9 @@ class Backoff {
   void pause();
   // Call after a poll that made progress.
   void reset();
+  // Count a poll that found nothing whose wait happened elsewhere (a
+  // blocking poll() on sockets, readiness.h): the spin budget still learns.
+  void count() { polls_++; }
   static int defaultSpinCount();
   // More ranks than cores on this machine: spin much less before yielding.
   static void setOversubscribed(bool on);
@@ -62,9 +66,19 @@ class Waiter {
   void progressed() {
     backoff_.reset();
     lastProgressMs_ = -1;
+    if (fdWait_) readiness::clear();
   }
   // Pause once; error if aborted or the deadline passed.
   Status idle();
+  // Past its spin phase, this wait may block in poll() on the sockets the
+  // last polling pass noted (readiness.h) instead of yielding: the caller
+  // says so only when everything it waits on notes its sockets. Off unless
+  // FERRY_WAIT_ON_SOCKETS allows it.
+  void allowFdWait(bool on);
+
+  // Longest blocking poll() of one idle(): a socket that was not noted (or
+  // a timer the network runs on) costs at most this.
+  static constexpr int kFdWaitUs = 500;
 
  private:
   const std::atomic<bool>* abort_;
@@ -72,6 +86,7 @@ class Waiter {
   const char* what_;
   int64_t lastProgressMs_ = -1;  // -1: not read yet since last progress
   uint32_t idleCalls_ = 0;
+  bool fdWait_ = false;
   Backoff backoff_;
 };
 

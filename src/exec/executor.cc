@@ -113,9 +113,16 @@ Status Executor::resolve(ConnectionSource& source) {
     }
   }
   pushConns_.clear();
-  for (Connection* c : conns_)
-    if (c && c->needsPush() && std::find(pushConns_.begin(), pushConns_.end(), c) == pushConns_.end())
+  waitsOnFds_ = false;
+  bool anyConn = false, allFds = true;
+  for (Connection* c : conns_) {
+    if (!c) continue;
+    anyConn = true;
+    allFds = allFds && c->waitsOnFds();
+    if (c->needsPush() && std::find(pushConns_.begin(), pushConns_.end(), c) == pushConns_.end())
       pushConns_.push_back(c);
+  }
+  waitsOnFds_ = anyConn && allFds;
   checkPeers_.clear();
   for (size_t p = 0; p < check_.size(); ++p)
     if (check_[p].sendBytes > 0 || check_[p].recvBytes > 0) checkPeers_.push_back(static_cast<int>(p));

@@ -109,6 +109,9 @@ class Executor {
   // stays valid until the next call.
   const std::vector<int>& activePeers() const;
   const Schedule& schedule() const { return schedule_; }
+  // Every connection of this run notes the sockets it waits on
+  // (Connection::waitsOnFds): its wait may block on them.
+  bool waitsOnFds() const { return waitsOnFds_; }
 
  private:
   // Descriptor state of one peer for the current run.
@@ -188,6 +191,7 @@ class Executor {
   std::vector<LaneState> lanes_;
   std::vector<Connection*> conns_;   // indexed by peer rank (nullptr: unused)
   std::vector<Connection*> pushConns_;  // the distinct ones to poll (Connection::needsPush)
+  bool waitsOnFds_ = false;
   std::vector<PeerCheck> check_;     // indexed by peer rank
   std::vector<int> checkPeers_;      // peers this schedule moves bytes with
   OpInfo lastInfo_;                  // the call the descriptors were built for

@@ -85,6 +85,9 @@ class NetConnection : public Connection {
   // typically destroyed after ours by the same thread, so it could never
   // take part in the exchange.
   void setCloseExchange(bool on) { closeExchange_ = on; }
+  // The network notes the sockets its requests wait on (net_registry.h).
+  void setWaitsOnFds(bool on) { waitsOnFds_ = on; }
+  bool waitsOnFds() const override { return waitsOnFds_; }
   // One non-blocking step of the close exchange (started on first call).
   // True once it is over: *ok says whether every request completed. After
   // it, the connection carries no more pieces. *moved: something progressed.
@@ -141,6 +144,7 @@ class NetConnection : public Connection {
   // Close exchange state (net_close.cc).
   const std::atomic<bool>* abortFlag_ = nullptr;
   bool closeExchange_ = true;
+  bool waitsOnFds_ = false;
   bool closing_ = false;
   bool closeOver_ = false;
   bool headerQueued_ = false;

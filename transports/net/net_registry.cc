@@ -34,7 +34,7 @@ std::vector<NetCandidate> netCandidates() {
   std::vector<NetCandidate> list;
   for (const netplugin::ExternalNet& e : netplugin::externalNets())
     list.push_back({e.net, e.library + " (v" + std::to_string(e.version) + ")"});
-  for (const ncclNet_v11_t* n : builtinNets()) list.push_back({n, "built-in"});
+  for (const ncclNet_v11_t* n : builtinNets()) list.push_back({n, "built-in", n == socketNet()});
   return list;
 }
 
@@ -53,7 +53,7 @@ Result<ActiveNet> openNet(uint64_t commId) {
   std::string wanted = config::getString(config::Param::kNet);
   for (const NetCandidate& c : netCandidates()) {
     if (!nameMatches(c.net, wanted)) continue;
-    ActiveNet a{c.net, nullptr, 0, c.origin};
+    ActiveNet a{c.net, nullptr, 0, c.origin, c.notesReadiness};
     ncclNetCommConfig_v11_t cfg{NCCL_NET_TRAFFIC_CLASS_UNDEF};
     ncclResult_t r = c.net->init(&a.ctx, commId, &cfg, netplugin::pluginLogger(), nullptr);
     bool initOk = r == ncclSuccess;

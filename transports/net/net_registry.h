@@ -20,6 +20,9 @@ namespace ferry::net {
 struct NetCandidate {
   const ncclNet_v11_t* net = nullptr;
   std::string origin;  // "built-in" or the plugin library
+  // Its test() notes the sockets a request waits on (core/readiness.h): the
+  // built-in Socket network only.
+  bool notesReadiness = false;
 };
 
 std::vector<NetCandidate> netCandidates();
@@ -34,6 +37,7 @@ struct ActiveNet {
   void* ctx = nullptr;
   int ndev = 0;
   std::string origin;
+  bool notesReadiness = false;  // as NetCandidate's
 };
 
 Result<ActiveNet> openNet(uint64_t commId);

@@ -185,6 +185,7 @@ Result<std::unique_ptr<Connection>> NetTransport::connect(const CommContext& ctx
   auto conn = std::make_unique<NetConnection>(net_.net, p->sendComm, p->recvComm, peer, slots,
                                               slotBytes, desc);
   conn->setAbortFlag(ctx.abortFlag);
+  conn->setWaitsOnFds(net_.notesReadiness);
   const PeerInfo& me = (*ctx.peers)[ctx.rank];
   const PeerInfo& them = (*ctx.peers)[peer];
   conn->setCloseExchange(!(me.hostHash == them.hostHash && me.pid == them.pid));

@@ -14,6 +14,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "core/readiness.h"
 #include "transports/netsocket/net_comm.h"
 #include "transports/netsocket/net_driver.h"
 #include "transports/netsocket/net_hub.h"
@@ -377,6 +378,37 @@ Status Comm::refreshReadiness() {
   return Status::ok();
 }
 
+// After pump() every socket with work left has its last attempt blocked, so
+// those are what the caller may sleep on. Helper threads and a broken
+// connection (reconnects and resumes run on timers) are waits without a
+// socket of the caller's. With retry on, a sender also waits for acks on the
+// control socket (when one is due); a receiver's acks are written on a timer of ~1 ms, which
+// the caller's bounded poll (Waiter::kFdWaitUs) covers.
+void Comm::noteIdle() const {
+  if (cfg_.nThreads > 0 || (retry_ && retry_->broken)) return readiness::noteOther();
+  short ev = send_ ? POLLOUT : POLLIN;
+  bool any = false;
+  if (ctrlBlocked_ && !ctrlQueue_.empty()) {
+    readiness::note(ctrl_.fd(), ev);
+    any = true;
+  }
+  for (const auto& s : streams_) {
+    if (!s->blocked) continue;
+    readiness::note(s->sock.fd(), ev);
+    any = true;
+  }
+  // Peeked acks stay in the socket (net_ack.cc), which then reads as ready
+  // until they are dequeued: with some peeked, an ack has no readiness to
+  // wait for. A sender whose streams are full waits for those anyway (an
+  // ack that comes meanwhile frees a request, but no room to send more);
+  // one that waits for acks alone has nothing to block on.
+  if (retry_ && send_ && ackDue() && retry_->peeked == 0) {
+    readiness::note(ctrl_.fd(), POLLIN);
+    any = true;
+  }
+  if (!any) readiness::noteOther();
+}
+
 // Move what the sockets take now: control parts in order, then (without
 // helper threads) the data streams.
 Status Comm::pump() {
@@ -414,6 +446,7 @@ Status Comm::test(Request* r, bool* done, size_t* size) {
                        (send_ ? "send waited for its acknowledgement" : "receive waited for its message")));
       return failure();
     }
+    noteIdle();
     return Status::ok();
   }
   *done = true;

@@ -215,6 +215,9 @@ class Comm {
   Status recvCtrl(bool* moved);
   Status headerArrived(Request* r);
   Status refreshReadiness();
+  // A request is not done after a full pump: note what it waits on for the
+  // caller's idle wait (core/readiness.h).
+  void noteIdle() const;
   // A message this size goes over the data streams (else inline, on the control socket).
   bool streamed(uint64_t size) const { return size > 0 && size >= cfg_.inlineBytes; }
   // Retry on: a send of this size completes once written and copied aside,

@@ -58,6 +58,8 @@ int meshChild(const ncclUniqueId& id, int rank, int n) {
     auto c = pr.tr.connect(pr.ctx, p);
     CHILD_OK(c.status());
     conns[p] = c.take();
+    // The Socket network notes its sockets: an executor may block on them.
+    CHILD_OK(conns[p]->waitsOnFds() ? Status::ok() : internalError("Socket connection: waitsOnFds() false"));
   }
   std::vector<Pump> pumps;
   for (int p = 0; p < n; p++)
