@@ -198,6 +198,13 @@ def netns(opts, vs, extra, busy_log, others_log):
         r = ROW.match(line)
         if r and cur is not None and line.startswith("[h1."):
             cur[(r.group(1), int(r.group(2)))] = float(r.group(5))
+    if opts.verbose:  # the loopback's per-run format, so one parser reads both
+        for run in range(opts.runs):
+            for v in vs:
+                if run < len(results[v.label]):
+                    sys.stderr.write("run %d %s attempt 0 (one ferry-cluster run)\n" % (run, v.label))
+                    for (mode, size), gbps in sorted(results[v.label][run].items()):
+                        sys.stderr.write("%s %d 0 0 %.3f\n" % (mode, size, gbps))
     return results
 
 
