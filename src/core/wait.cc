@@ -135,16 +135,14 @@ Status Waiter::idle() {
   if (abort_ && abort_->load(std::memory_order_acquire)) {
     return remoteError(std::string("communicator aborted while ") + what_);
   }
-  if (fdWait_) {
-    if (backoff_.phase() != Backoff::Phase::kSpin && readiness::wait(kFdWaitUs)) {
-      backoff_.count();
-    } else {
-      backoff_.pause();
-    }
-    readiness::clear();
+  // Past the spin phase, a pass that noted only sockets waits on them.
+  bool blocked = fdWait_ && backoff_.phase() != Backoff::Phase::kSpin && readiness::wait(kFdWaitUs);
+  if (blocked) {
+    backoff_.count();
   } else {
     backoff_.pause();
   }
+  if (fdWait_) readiness::clear();
   if (timeoutMs_ <= 0) return Status::ok();
   if (lastProgressMs_ < 0) {
     lastProgressMs_ = nowCoarseMs();

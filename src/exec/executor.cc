@@ -113,7 +113,6 @@ Status Executor::resolve(ConnectionSource& source) {
     }
   }
   pushConns_.clear();
-  waitsOnFds_ = false;
   bool anyConn = false, allFds = true;
   for (Connection* c : conns_) {
     if (!c) continue;

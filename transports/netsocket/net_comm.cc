@@ -382,8 +382,8 @@ Status Comm::refreshReadiness() {
 // those are what the caller may sleep on. Helper threads and a broken
 // connection (reconnects and resumes run on timers) are waits without a
 // socket of the caller's. With retry on, a sender also waits for acks on the
-// control socket (when one is due); a receiver's acks are written on a timer of ~1 ms, which
-// the caller's bounded poll (Waiter::kFdWaitUs) covers.
+// control socket (when one is due); a receiver's acks are written on a timer
+// of ~1 ms, which the caller's bounded poll (Waiter::kFdWaitUs) covers.
 void Comm::noteIdle() const {
   if (cfg_.nThreads > 0 || (retry_ && retry_->broken)) return readiness::noteOther();
   short ev = send_ ? POLLOUT : POLLIN;
