@@ -26,7 +26,9 @@ host 0 serves and host 1 is the client, every variant in turn.
               rusage) is redone, at most N times; the header reports the kept ones
 --ferry SPEC  a Ferry variant: LABEL or LABEL:ITEM,ITEM with ITEM VAR=VAL (the
               environment of both roles) or --flag / --option=value (ferry_net_bw options), e.g.
-              --ferry ferry --ferry nt1:NCCL_SOCKET_NTHREADS=1 --ferry all:--test-all
+              --ferry ferry --ferry nt1:NCCL_SOCKET_NTHREADS=1 --ferry all:--test-all;
+              ITEM @PATH runs that ferry_net_bw binary instead of the build's (A/B of two
+              builds in one script: --ferry new --ferry old:@/tmp/old/ferry_net_bw)
 Exit status: non-zero when any run of a driver failed (its stderr is shown).
 """
 import argparse
@@ -113,13 +115,17 @@ def variants(opts, bindir):
         label, _, envs = spec.partition(":")
         env = {"NCCL_SOCKET_IFNAME": "lo"} if not opts.netns else {}
         args = []
+        binary = os.path.join(bindir, "ferry_net_bw")
         for kv in filter(None, envs.split(",")):
+            if kv.startswith("@"):
+                binary = kv[1:]
+                continue
             if kv.startswith("--"):
                 args += kv.split("=", 1)  # --flag or --option=value
                 continue
             k, _, v = kv.partition("=")
             env[k] = v
-        out.append(Variant(label, "ferry", os.path.join(bindir, "ferry_net_bw"), args, env))
+        out.append(Variant(label, "ferry", binary, args, env))
     for spec in opts.fi or ["tcp:msg"]:
         prov, _, ep = spec.partition(":")
         ep = ep or "msg"

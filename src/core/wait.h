@@ -79,6 +79,8 @@ class Waiter {
   // Longest blocking poll() of one idle(): a socket that was not noted (or
   // a timer the network runs on) costs at most this.
   static constexpr int kFdWaitUs = 500;
+  // FERRY_WAIT_SOCKET_GAP_US in ns (read once).
+  static int64_t socketGapNs();
 
  private:
   const std::atomic<bool>* abort_;
@@ -86,7 +88,8 @@ class Waiter {
   const char* what_;
   int64_t lastProgressMs_ = -1;  // -1: not read yet since last progress
   uint32_t idleCalls_ = 0;
-  bool fdWait_ = false;
+  bool onSockets_ = false;  // allowFdWait(true): everything waited on is a socket
+  bool fdWait_ = false;     // ... and it may block in poll() on them
   Backoff backoff_;
 };
 

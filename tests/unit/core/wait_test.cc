@@ -112,5 +112,25 @@ TEST(Waiter, ProgressResetsDeadline) {
   EXPECT_LT(elapsedUs(t1), 3'000'000);
 }
 
+// A wait on sockets only spins FERRY_WAIT_SOCKET_GAP_US (4 us by default)
+// between its polls in the spin phase; any other wait pauses once. Only the
+// lower bound is checked (a loaded machine makes everything slower).
+TEST(Waiter, SocketWaitSpacesItsPollsInTheSpinPhase) {
+  if (getenv("FERRY_WAIT_SOCKET_GAP_US") || getenv("FERRY_SPIN_COUNT")) GTEST_SKIP() << "set in the environment";
+  ASSERT_EQ(Waiter::socketGapNs(), 4000);
+  int64_t us = 0;
+  // A fresh thread: the spin budget is learned per thread, and earlier
+  // tests may have shrunk this one's below the 200 polls used here.
+  std::thread t([&] {
+    Waiter w(nullptr, 0, "socket wait");
+    w.allowFdWait(true);
+    auto t0 = Clock::now();
+    for (int i = 0; i < 200; i++) ASSERT_TRUE(w.idle().isOk());
+    us = elapsedUs(t0);
+  });
+  t.join();
+  EXPECT_GE(us, 200 * 4);
+}
+
 }  // namespace
 }  // namespace ferry
