@@ -11,6 +11,7 @@ struct Pass {
   pollfd fds[kMaxFds];
   int n = 0;
   bool other = false;
+  bool moved = false;
 };
 thread_local Pass tPass;
 
@@ -31,9 +32,18 @@ void note(int fd, short events) {
 
 void noteOther() { tPass.other = true; }
 
+void noteMoved() { tPass.moved = true; }
+
+bool takeMoved() {
+  bool m = tPass.moved;
+  tPass.moved = false;
+  return m;
+}
+
 void clear() {
   tPass.n = 0;
   tPass.other = false;
+  tPass.moved = false;
 }
 
 bool wait(int timeoutUs) {

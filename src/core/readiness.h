@@ -24,6 +24,11 @@ constexpr int kMaxFds = 16;
 void note(int fd, short events);
 // This thread's caller waits on something without a socket.
 void noteOther();
+// This thread's caller moved bytes in this pass although nothing finished
+// (a large message on its way): the pass was not idle.
+void noteMoved();
+// Whether a pass moved bytes since the last call (or clear()); forgets it.
+bool takeMoved();
 // Forget this pass's notes.
 void clear();
 // Block until a noted socket is ready or `timeoutUs` passed. False (at

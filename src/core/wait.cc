@@ -149,6 +149,13 @@ Status Waiter::idle() {
   if (abort_ && abort_->load(std::memory_order_acquire)) {
     return remoteError(std::string("communicator aborted while ") + what_);
   }
+  // Bytes moved, nothing finished (a large message on its way): not idle.
+  // Pausing here, the caller of a both-ways 16 MiB stream between namespace
+  // hosts spent 17-37k socket gaps per GiB, a quarter of its time.
+  if (readiness::takeMoved()) {
+    progressed();
+    return Status::ok();
+  }
   // Past the spin phase, a pass that noted only sockets waits on them.
   bool spinning = backoff_.phase() == Backoff::Phase::kSpin;
   bool blocked = fdWait_ && !spinning && readiness::wait(kFdWaitUs);

@@ -66,9 +66,10 @@ class Waiter {
   void progressed() {
     backoff_.reset();
     lastProgressMs_ = -1;
-    if (fdWait_) readiness::clear();
+    readiness::clear();
   }
-  // Pause once; error if aborted or the deadline passed.
+  // Pause once; error if aborted or the deadline passed. A pass in which a
+  // transport moved bytes (readiness::noteMoved) counts as progress.
   Status idle();
   // Past its spin phase, this wait may block in poll() on the sockets the
   // last polling pass noted (readiness.h) instead of yielding: the caller

@@ -410,19 +410,33 @@ void Comm::noteIdle() const {
 }
 
 // Move what the sockets take now: control parts in order, then (without
-// helper threads) the data streams.
+// helper threads) the data streams. Sockets found full or empty are polled
+// again (refreshReadiness) while a round still moved bytes, up to
+// kPumpRounds rounds: a both-ways 16 MiB stream tested as NCCL's proxy does
+// (the oldest request of each direction) ran at 0.80x libfabric's tcp
+// provider with one round per call and 0.95x with 4 or 16 rounds, about as
+// fast as testing every request on every pass (0.99x; perf/README.md).
 Status Comm::pump() {
   if (ctrlInject_.load(std::memory_order_relaxed) && ctrlInject_.exchange(false)) {
     return resetForTest(ctrl_);
   }
-  FERRY_TRY(refreshReadiness());
-  bool moved = true;
-  while (moved) {
-    moved = false;
-    FERRY_TRY(send_ ? sendCtrl(&moved) : recvCtrl(&moved));
-    // Without helper threads the caller's calls move the streams too.
-    if (cfg_.nThreads == 0) FERRY_TRY(workers_[0]->step(send_, &moved));
+  bool any = false;
+  for (int round = 0; round < kPumpRounds; ++round) {
+    FERRY_TRY(refreshReadiness());
+    bool moved = true;
+    bool thisRound = false;
+    while (moved) {
+      moved = false;
+      FERRY_TRY(send_ ? sendCtrl(&moved) : recvCtrl(&moved));
+      // Without helper threads the caller's calls move the streams too.
+      if (cfg_.nThreads == 0) FERRY_TRY(workers_[0]->step(send_, &moved));
+      thisRound = thisRound || moved;
+    }
+    any = any || thisRound;
+    if (!thisRound) break;
   }
+  // The caller's wait must not pause after a pass that moved bytes.
+  if (any) readiness::noteMoved();
   return Status::ok();
 }
 

@@ -32,6 +32,8 @@ constexpr int kMaxStreams = 64;
 // 3.3-4.9 split in two (perf/README.md, perf/fabric).
 constexpr size_t kMinChunkBytes = 64 * 1024;
 constexpr size_t kMinChunkBytesCaller = 1024 * 1024;
+// Most polls of the sockets one progress call makes (Comm::pump).
+constexpr int kPumpRounds = 4;
 // Longest retry window a handle may ask for (a larger FERRY_NET_RETRY_MS is capped).
 constexpr uint32_t kMaxRetryMs = 3600 * 1000;
 

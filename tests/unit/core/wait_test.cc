@@ -112,6 +112,31 @@ TEST(Waiter, ProgressResetsDeadline) {
   EXPECT_LT(elapsedUs(t1), 3'000'000);
 }
 
+// A pass in which a transport moved bytes (a large message on its way)
+// is progress: no pause, and the no-progress deadline starts again.
+TEST(Waiter, MovedBytesCountAsProgress) {
+  readiness::noteMoved();
+  EXPECT_TRUE(readiness::takeMoved());
+  EXPECT_FALSE(readiness::takeMoved());  // taken once
+  readiness::noteMoved();
+  readiness::clear();
+  EXPECT_FALSE(readiness::takeMoved());
+
+  Waiter w(nullptr, 100, "a large receive");
+  auto t0 = Clock::now();
+  while (elapsedUs(t0) < 300'000) {
+    readiness::noteMoved();
+    ASSERT_TRUE(w.idle().isOk()) << "timed out although bytes kept moving";
+  }
+  // Nothing moves any more: the deadline counts from the last move.
+  auto t1 = Clock::now();
+  Status st;
+  while ((st = w.idle()).isOk()) {
+  }
+  EXPECT_EQ(st.code(), Code::kTimeout);
+  EXPECT_GE(elapsedUs(t1), 100'000);
+}
+
 // A wait on sockets only spins FERRY_WAIT_SOCKET_GAP_US (4 us by default)
 // between its polls in the spin phase; any other wait pauses once. Only the
 // lower bound is checked (a loaded machine makes everything slower).
