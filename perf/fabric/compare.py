@@ -8,7 +8,9 @@ moving the same bytes between the same two endpoints, in one run.
 Each run executes every variant once, in an order that alternates from run to
 run (A B, B A, ...), so a load change hits both sides alike; the table gives
 each variant's median GB/s per (mode, size) and the ratio of the first Ferry
-variant to the first libfabric one. DRIVER ARGS go to both drivers
+variant to the first libfabric one; a second table gives, per Ferry variant,
+the median of the per-round ratios to that libfabric variant and how many
+rounds were below 0.9. DRIVER ARGS go to both drivers
 (bw_common.h: -b/-e/-f sizes, --window, --bytes, --mode, --timeout);
 the default sweep is 64 KiB..64 MiB x4, window 4, uni and bidir.
 
@@ -267,7 +269,24 @@ def main():
         cells = "".join(" %14s" % ("%.3f" % med[v.label] if med[v.label] is not None else "n/a") for v in vs)
         ratio = med[ferry] / med[fi] if med[ferry] and med[fi] else None
         print("%-6s %6s%s %12s" % (k[0], fmt_size(k[1]), cells, "%.2f" % ratio if ratio else "n/a"))
+    print_round_ratios(vs, results, keys, fi)
     return 0
+
+
+def print_round_ratios(vs, results, keys, fi):
+    """Per Ferry variant: the median of the per-round ratios to `fi` and, in
+    brackets, how many rounds were below 0.9 (a load change within a round
+    hits both sides alike, so this is steadier than a ratio of medians)."""
+    print("# per-round ratios to %s: median (rounds below 0.9)" % fi)
+    ferries = [v for v in vs if v.kind == "ferry"]
+    print("%-6s %6s" % ("mode", "size") + "".join(" %14s" % v.label for v in ferries))
+    for k in keys:
+        cells = ""
+        for v in ferries:
+            rs = [a[k] / b[k] for a, b in zip(results[v.label], results[fi])
+                  if k in a and k in b and b[k] > 0]
+            cells += " %14s" % ("%.2f (%d)" % (statistics.median(rs), sum(r < 0.9 for r in rs)) if rs else "n/a")
+        print("%-6s %6s%s" % (k[0], fmt_size(k[1]), cells))
 
 
 if __name__ == "__main__":

@@ -151,7 +151,7 @@ Status Waiter::idle() {
   }
   // Bytes moved, nothing finished (a large message on its way): not idle.
   // Pausing here, the caller of a both-ways 16 MiB stream between namespace
-  // hosts spent 17-37k socket gaps per GiB, a quarter of its time.
+  // hosts spent 17-37k socket gaps per GiB, up to a quarter of its time.
   if (readiness::takeMoved()) {
     progressed();
     return Status::ok();
