@@ -229,8 +229,13 @@ void Comm::sayBye() {
   } else if (k.outDone != k.outLen) {
     return;
   }
-  uint64_t bye = kBye;
-  (void)sendSome(ctrl_, &bye, sizeof(bye));
+  // A receiver acknowledges what it received before the bye: the sender's
+  // last sends may be written but not yet reported done (an inline send is
+  // copied aside at its next test()), and a sender that reads the bye first
+  // (its Driver, woken by this close) would fail them.
+  uint64_t msg[2] = {k.confirmed, kBye};
+  bool ack = !send_ && k.ackSent < k.confirmed;
+  (void)sendSome(ctrl_, ack ? &msg[0] : &msg[1], ack ? sizeof(msg) : sizeof(uint64_t));
 }
 
 }  // namespace ferry::netsocket
