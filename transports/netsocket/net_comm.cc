@@ -420,23 +420,27 @@ Status Comm::pump() {
   if (ctrlInject_.load(std::memory_order_relaxed) && ctrlInject_.exchange(false)) {
     return resetForTest(ctrl_);
   }
-  bool any = false;
   for (int round = 0; round < kPumpRounds; ++round) {
     FERRY_TRY(refreshReadiness());
-    bool moved = true;
-    bool thisRound = false;
-    while (moved) {
-      moved = false;
-      FERRY_TRY(send_ ? sendCtrl(&moved) : recvCtrl(&moved));
-      // Without helper threads the caller's calls move the streams too.
-      if (cfg_.nThreads == 0) FERRY_TRY(workers_[0]->step(send_, &moved));
-      thisRound = thisRound || moved;
-    }
-    any = any || thisRound;
-    if (!thisRound) break;
+    bool moved = false;
+    FERRY_TRY(moveReady(&moved));
+    if (!moved) break;
+    // The caller's wait must not pause after a pass that moved bytes.
+    readiness::noteMoved();
   }
-  // The caller's wait must not pause after a pass that moved bytes.
-  if (any) readiness::noteMoved();
+  return Status::ok();
+}
+
+// Control parts in order, then the streams, until no socket not found
+// blocked takes or gives anything more.
+Status Comm::moveReady(bool* movedAny) {
+  for (bool moved = true; moved;) {
+    moved = false;
+    FERRY_TRY(send_ ? sendCtrl(&moved) : recvCtrl(&moved));
+    // Without helper threads the caller's calls move the streams too.
+    if (cfg_.nThreads == 0) FERRY_TRY(workers_[0]->step(send_, &moved));
+    *movedAny = *movedAny || moved;
+  }
   return Status::ok();
 }
 

@@ -213,6 +213,7 @@ class Comm {
   Comm(bool send, const Config& cfg);
   Status progress();
   Status pump();
+  Status moveReady(bool* movedAny);
   Status sendCtrl(bool* moved);
   Status recvCtrl(bool* moved);
   Status headerArrived(Request* r);

@@ -234,8 +234,8 @@ void Comm::sayBye() {
   // copied aside at its next test()), and a sender that reads the bye first
   // (its Driver, woken by this close) would fail them.
   uint64_t msg[2] = {k.confirmed, kBye};
-  bool ack = !send_ && k.ackSent < k.confirmed;
-  (void)sendSome(ctrl_, ack ? &msg[0] : &msg[1], ack ? sizeof(msg) : sizeof(uint64_t));
+  size_t skip = !send_ && k.ackSent < k.confirmed ? 0 : 1;  // no ack owed: the bye alone
+  (void)sendSome(ctrl_, msg + skip, (2 - skip) * sizeof(uint64_t));
 }
 
 }  // namespace ferry::netsocket
