@@ -12,6 +12,7 @@ struct Pass {
   int n = 0;
   bool other = false;
   bool moved = false;
+  bool mid = false;
 };
 thread_local Pass tPass;
 
@@ -34,6 +35,10 @@ void noteOther() { tPass.other = true; }
 
 void noteMoved() { tPass.moved = true; }
 
+void noteMidMessage() { tPass.mid = true; }
+
+bool midMessage() { return tPass.mid; }
+
 bool takeMoved() {
   bool m = tPass.moved;
   tPass.moved = false;
@@ -44,6 +49,7 @@ void clear() {
   tPass.n = 0;
   tPass.other = false;
   tPass.moved = false;
+  tPass.mid = false;
 }
 
 bool wait(int timeoutUs) {

@@ -27,6 +27,10 @@ void noteOther();
 // This thread's caller moved bytes in this pass although nothing finished
 // (a large message on its way): the pass was not idle.
 void noteMoved();
+// This thread's caller waits for the rest of a message whose bytes have
+// started to arrive (or leave): data is streaming through the socket.
+void noteMidMessage();
+bool midMessage();
 // Whether a pass moved bytes since the last call (or clear()); forgets it.
 bool takeMoved();
 // Forget this pass's notes.

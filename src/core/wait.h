@@ -80,6 +80,10 @@ class Waiter {
   // Longest blocking poll() of one idle(): a socket that was not noted (or
   // a timer the network runs on) costs at most this.
   static constexpr int kFdWaitUs = 500;
+  // Whether a spin-phase idle() now spaces its poll by socketGapNs():
+  // waits on sockets only, between messages (no readiness::midMessage()),
+  // not oversubscribed.
+  bool spacesPolls() const;
   // FERRY_WAIT_SOCKET_GAP_US in ns (read once).
   static int64_t socketGapNs();
 

@@ -395,6 +395,9 @@ void Comm::noteIdle() const {
   for (const auto& s : streams_) {
     if (!s->blocked) continue;
     readiness::note(s->sock.fd(), ev);
+    // Part of this chunk has moved: the rest streams in (out) now, and the
+    // caller's wait polls without spacing (Waiter::spacesPolls).
+    if (s->hasCur && s->curDone > 0) readiness::noteMidMessage();
     any = true;
   }
   // Peeked acks stay in the socket (net_ack.cc), which then reads as ready

@@ -3,6 +3,7 @@
 #include "core/wait.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <regex>
 #include <thread>
@@ -155,6 +156,27 @@ TEST(Waiter, SocketWaitSpacesItsPollsInTheSpinPhase) {
   });
   t.join();
   EXPECT_GE(us, 200 * 4);
+}
+
+// Mid-message (a stream noted part of its chunk moved) the next bytes are
+// microseconds away: the wait polls back to back. Between messages it
+// spaces its polls again, and a pass's note does not outlive its idle().
+TEST(Waiter, SocketWaitPollsBackToBackMidMessage) {
+  if (getenv("FERRY_WAIT_SOCKET_GAP_US") || getenv("FERRY_SPIN_COUNT")) GTEST_SKIP() << "set in the environment";
+  std::thread t([] {
+    Waiter w(nullptr, 0, "socket wait");
+    w.allowFdWait(true);
+    readiness::note(0, POLLIN);
+    EXPECT_TRUE(w.spacesPolls());
+    readiness::noteMidMessage();
+    EXPECT_FALSE(w.spacesPolls());
+    ASSERT_TRUE(w.idle().isOk());
+    readiness::note(0, POLLIN);
+    EXPECT_TRUE(w.spacesPolls());
+    Waiter other(nullptr, 0, "shm wait");
+    EXPECT_FALSE(other.spacesPolls());
+  });
+  t.join();
 }
 
 }  // namespace
