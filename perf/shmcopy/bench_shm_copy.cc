@@ -79,7 +79,8 @@ void BM_ProcessVmReadv(benchmark::State& state) {
   setBytes(state, b.bytes);
 }
 
-void BM_SharedSlot(benchmark::State& state) {
+// Two copies through a MAP_SHARED slot; `copyIn` writes the slot.
+void sharedSlot(benchmark::State& state, void (*copyIn)(void*, const void*, size_t)) {
   Buffers b(static_cast<size_t>(state.range(0)));
   void* m = mmap(nullptr, kSlotBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) {
@@ -91,7 +92,7 @@ void BM_SharedSlot(benchmark::State& state) {
   for (auto _ : state) {
     for (size_t off = 0; off < b.bytes; off += kSlotBytes) {
       size_t n = std::min(kSlotBytes, b.bytes - off);
-      std::memcpy(slot, b.src + off, n);
+      copyIn(slot, b.src + off, n);
       benchmark::ClobberMemory();
       std::memcpy(b.dst + off, slot, n);
     }
@@ -101,26 +102,12 @@ void BM_SharedSlot(benchmark::State& state) {
   setBytes(state, b.bytes);
 }
 
+void plainCopy(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
+
+void BM_SharedSlot(benchmark::State& state) { sharedSlot(state, plainCopy); }
+
 void BM_SharedSlotPastCache(benchmark::State& state) {
-  Buffers b(static_cast<size_t>(state.range(0)));
-  void* m = mmap(nullptr, kSlotBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) {
-    state.SkipWithError("mmap of the shared slot failed");
-    return;
-  }
-  char* slot = static_cast<char*>(m);
-  std::memset(slot, 0, kSlotBytes);
-  for (auto _ : state) {
-    for (size_t off = 0; off < b.bytes; off += kSlotBytes) {
-      size_t n = std::min(kSlotBytes, b.bytes - off);
-      ferry::kernels::copyPastCache(slot, b.src + off, n);
-      benchmark::ClobberMemory();
-      std::memcpy(b.dst + off, slot, n);
-    }
-    benchmark::ClobberMemory();
-  }
-  munmap(m, kSlotBytes);
-  setBytes(state, b.bytes);
+  sharedSlot(state, ferry::kernels::copyPastCache);
 }
 
 void BM_MappedPeer(benchmark::State& state) {
