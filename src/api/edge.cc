@@ -17,7 +17,7 @@ Result<Comm*> liveComm(ncclComm_t comm) {
   return reinterpret_cast<Comm*>(comm);
 }
 
-Result<Comm*> readyComm(ncclComm_t comm) {
+Result<Comm*> readyCommSlow(ncclComm_t comm) {
   FERRY_ASSIGN(Comm * c, liveComm(comm));
   FERRY_TRY(c->usable());
   if (c->finalized()) return invalidUsage("communicator was finalized (ncclCommFinalize): only ncclCommDestroy may follow");

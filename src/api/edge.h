@@ -7,6 +7,7 @@
 #include <string>
 
 #include "comm/comm.h"
+#include "comm/registry.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "kernels/reduce.h"
@@ -22,7 +23,9 @@ ncclResult_t finish(const char* fn, const Status& st);
 template <typename F>
 ncclResult_t guard(const char* fn, F&& body) {
   try {
-    return finish(fn, body());
+    Status st = body();
+    if (st.isOk()) [[likely]] return ncclSuccess;  // no call per successful entry point
+    return finish(fn, st);
   } catch (const std::bad_alloc&) {
     return finish(fn, systemError("out of memory"));
   } catch (...) {
@@ -32,7 +35,14 @@ ncclResult_t guard(const char* fn, F&& body) {
 
 // A live, usable communicator, or an error naming what is wrong with it.
 Result<Comm*> liveComm(ncclComm_t comm);
-Result<Comm*> readyComm(ncclComm_t comm);
+Result<Comm*> readyCommSlow(ncclComm_t comm);
+// Inline for the live, usable communicator every call of a loop passes;
+// anything else takes the out-of-line path that names the problem.
+inline Result<Comm*> readyComm(ncclComm_t comm) {
+  auto* c = reinterpret_cast<Comm*>(comm);
+  if (c != nullptr && isLiveComm(c) && c->usableNow() && !c->finalized()) [[likely]] return c;
+  return readyCommSlow(comm);
+}
 // Live, initialised and not aborted, but maybe revoked or failed: what
 // ncclCommSplit and ncclCommShrink may start from.
 Result<Comm*> managedComm(ncclComm_t comm);

@@ -87,11 +87,13 @@ class Comm final : public ConnectionSource {
   // Ok if collectives may run now. The common answer is inline: every call
   // asks, and a small collective's whole path is a few hundred instructions.
   Status usable() const {
-    if (ready_.load(std::memory_order_acquire) && !abort_.load(std::memory_order_acquire) &&
-        !revoked_.load(std::memory_order_acquire) &&
-        asyncResult_.load(std::memory_order_acquire) == ncclSuccess)
-      return Status::ok();
+    if (usableNow()) return Status::ok();
     return usableSlow();
+  }
+  bool usableNow() const {
+    return ready_.load(std::memory_order_acquire) && !abort_.load(std::memory_order_acquire) &&
+           !revoked_.load(std::memory_order_acquire) &&
+           asyncResult_.load(std::memory_order_acquire) == ncclSuccess;
   }
 
   const std::atomic<bool>* abortFlag() const { return &abort_; }

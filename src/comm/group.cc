@@ -175,9 +175,14 @@ void sendFromCopy(CommWork* w, const std::vector<P2pTask>& p2ps, std::vector<voi
 P2pKey keyOf(const P2pTask& t) { return P2pKey{t.buf, t.bytes, t.peer, t.isSend}; }
 
 bool sameP2ps(const std::vector<P2pKey>& keys, const std::vector<P2pTask>& p2ps) {
-  if (keys.size() != p2ps.size()) return false;
-  for (size_t i = 0; i < keys.size(); ++i)
-    if (!(keys[i] == keyOf(p2ps[i]))) return false;
+  size_t n = keys.size();
+  if (n != p2ps.size()) return false;
+  const P2pKey* k = keys.data();
+  const P2pTask* t = p2ps.data();
+  for (size_t i = 0; i < n; ++i)
+    if (k[i].buf != t[i].buf || k[i].bytes != t[i].bytes || k[i].peer != t[i].peer ||
+        k[i].isSend != t[i].isSend)
+      return false;
   return true;
 }
 
@@ -190,8 +195,11 @@ Executor* repeatP2p(Comm* c, const std::vector<P2pTask>& p2ps) {
   Executor* e = c->plans().touch(last.plan);
   if (!e) return nullptr;
   // Another group of the same shape may have bound other buffers since.
-  for (size_t i = 0; i < p2ps.size(); ++i) e->rebindBuffer(i, p2ps[i].buf);
+  if (last.binds != e->binds()) {
+    for (size_t i = 0; i < p2ps.size(); ++i) e->rebindBuffer(i, p2ps[i].buf);
+  }
   if (last.sendCopy) copySends(p2ps, last.sendCopy.get(), [&](size_t i, char* p) { e->rebindBuffer(i, p); });
+  last.binds = e->binds();
   return e;
 }
 
@@ -201,6 +209,7 @@ void rememberP2p(Comm* c, const std::vector<P2pTask>& p2ps, const Executor* e,
   last.ops.clear();
   for (const P2pTask& t : p2ps) last.ops.push_back(keyOf(t));
   last.plan = c->plans().refOf(e);
+  last.binds = e->binds();
   last.sendCopy = std::move(sendCopy);
 }
 
@@ -293,6 +302,19 @@ Status runExecutor(Comm* c, Executor& e, const char* name, const OpInfo& info) {
   return Status::ok();
 }
 
+// A run failed: the error names the operation and the rank, and is
+// latched on the communicator.
+Status runFailed(Comm* c, const char* name, Status st) {
+  // Another rank of this host failed first: its code and message say why
+  // (a peer's flag on a connection only says that it failed).
+  if (Status first = c->boardCheck(); !first.isOk()) st = first;
+  st = Status(st.code(), std::string(name) + " on rank " + std::to_string(c->rank()) + ": " +
+                             st.message());
+  FERRY_WARN("%s", st.message().c_str());
+  c->fail(st);
+  return st;
+}
+
 // Run one executor on its communicator; a failure is latched on the comm.
 Status runOne(Comm* c, Run& r) {
   if (r.alltoallv) {
@@ -312,14 +334,7 @@ Status runOne(Comm* c, Run& r) {
   r.exec->bindPeers(r.peers);
   Status st = runExecutor(c, *r.exec, r.name, r.info);
   if (st.isOk()) return st;
-  // Another rank of this host failed first: its code and message say why
-  // (a peer's flag on a connection only says that it failed).
-  if (Status first = c->boardCheck(); !first.isOk()) st = first;
-  st = Status(st.code(), std::string(r.name) + " on rank " + std::to_string(c->rank()) + ": " +
-                             st.message());
-  FERRY_WARN("%s", st.message().c_str());
-  c->fail(st);
-  return st;
+  return runFailed(c, r.name, std::move(st));
 }
 
 void runWork(CommWork* w) {
@@ -376,22 +391,31 @@ Status runAll(std::vector<CommWork>& work, size_t n);
 // The small-message path of a Send/Recv loop: a group of nothing but the
 // same Send/Recv as the communicator's last group (repeatP2p) runs its
 // executor at once, without the work lists (per op ~300 of a 2-rank 8 B
-// Send/Recv's ~3500 instructions, perf/README.md). c is acquired. False:
-// not such a group, nothing done.
-bool runP2pRepeat(const GroupState& g, Comm* c, const CommTasks& q, Status* st) {
+// Send/Recv's ~3500 instructions, perf/README.md). False: not such a group
+// (or its communicator is gone, which the general path reports), nothing
+// done.
+bool runP2pRepeat(const GroupState& g, Status* st) {
+  if (g.used != 1 || !g.inits.empty()) return false;
+  const CommTasks& q = g.comms[0];
+  Comm* c = q.comm;
+  if (!q.colls.empty() || q.p2ps.empty() || !acquireComm(c, q.serial)) return false;
   // A rail exchange (FERRY_P2P_RAIL) is never remembered as a repeat.
-  if (g.used != 1 || !g.inits.empty() || !q.colls.empty() || q.p2ps.empty() || c->p2pRail())
-    return false;
-  c->plans().beginUse();
-  Executor* e = repeatP2p(c, q.p2ps);
-  if (!e) return false;
-  log::setThreadRank(c->rank());
-  Run r{e, nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c), nullptr};
-  *st = runOne(c, r);
-  return true;
+  Executor* e = nullptr;
+  if (!c->p2pRail()) {
+    c->plans().beginUse();
+    e = repeatP2p(c, q.p2ps);
+  }
+  if (e) {
+    log::setThreadRank(c->rank());
+    *st = runExecutor(c, *e, "Send/Recv", p2pInfo(c));
+    if (!st->isOk()) *st = runFailed(c, "Send/Recv", std::move(*st));
+  }
+  c->exit();
+  return e != nullptr;
 }
 
 Status execute(GroupState& g) {
+  if (Status st; runP2pRepeat(g, &st)) return st;
   Status result;
   if (!g.inits.empty()) result = runInits(g.inits);
   // Reused from group to group: a group of one Send and one Recv allocated
@@ -406,10 +430,6 @@ Status execute(GroupState& g) {
       Status st = destroyedWhileQueued(q.colls, q.p2ps);
       if (result.isOk() || result.code() == Code::kInProgress) result = st;
       continue;
-    }
-    if (Status st; runP2pRepeat(g, c, q, &st)) {
-      c->exit();
-      return st;
     }
     if (n == work.size()) work.emplace_back();
     work[n].reset(c);

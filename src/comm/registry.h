@@ -9,6 +9,7 @@
 // the group is reading.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "comm/comm.h"
@@ -19,8 +20,24 @@ namespace ferry {
 void registerComm(Comm* c);
 // After this, acquire() refuses c; call before waiting for users and freeing.
 void unregisterComm(Comm* c);
-bool isLiveComm(const void* c);
 // If c with this serial is alive: c->enter() and true (call c->exit() later).
 bool acquireComm(Comm* c, uint64_t serial);
+
+// The communicator this thread last found live and the removal count then:
+// while no communicator has been unregistered since, it is still live
+// without the registry's lock (isLiveComm, acquireComm). Inline: every API
+// call checks its communicator.
+struct LiveCache {
+  const void* comm = nullptr;
+  uint64_t removals = 0;
+};
+extern thread_local LiveCache tLiveComm;
+extern std::atomic<uint64_t> gCommRemovals;  // bumped by every unregisterComm
+bool isLiveCommSlow(const void* c);
+inline bool isLiveComm(const void* c) {
+  if (c == tLiveComm.comm && gCommRemovals.load(std::memory_order_acquire) == tLiveComm.removals)
+    [[likely]] return true;
+  return isLiveCommSlow(c);
+}
 
 }  // namespace ferry

@@ -56,6 +56,7 @@ struct P2pKey {
 struct P2pRepeat {
   std::vector<P2pKey> ops;
   PlanCache::Ref plan;
+  uint64_t binds = 0;  // the executor's binds() once our buffers were bound
   std::shared_ptr<char[]> sendCopy;  // in place: the sends' bytes, back to back
 };
 

@@ -63,10 +63,12 @@ void Executor::rebind(void* input, void* output, const ReduceSpec& reduce) {
   buffers_[kInputBuf] = input;
   buffers_[kOutputBuf] = output;
   reduce_ = reduce;
+  ++binds_;
 }
 
 void Executor::rebindBuffers(const std::vector<void*>& buffers) {
   std::copy(buffers.begin(), buffers.begin() + std::min(buffers.size(), buffers_.size()), buffers_.begin());
+  ++binds_;
 }
 
 Status Executor::start(ConnectionSource& source, const OpInfo* info) {
@@ -127,6 +129,7 @@ Status Executor::resolve(ConnectionSource& source) {
     if (check_[p].sendBytes > 0 || check_[p].recvBytes > 0) checkPeers_.push_back(static_cast<int>(p));
   armed_ = false;
   resolved_ = true;
+  if (flat_) prepareFlat();
   return Status::ok();
 }
 

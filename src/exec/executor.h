@@ -97,7 +97,11 @@ class Executor {
   void rebindBuffers(const std::vector<void*>& buffers);
   void rebindBuffer(size_t i, void* buffer) {
     if (i < buffers_.size()) buffers_[i] = buffer;
+    ++binds_;
   }
+  // Counts the rebinds: a caller that bound its buffers and sees the same
+  // count later knows they are still bound (repeat_call.h).
+  uint64_t binds() const { return binds_; }
   // The peers' buffers and the barrier for schedules with peer regions
   // (CollArgs::symmetric); must outlive the run.
   void bindPeers(PeerMemory* peers) { peerMem_ = peers; }
@@ -153,13 +157,25 @@ class Executor {
   Status doReduceStep(LaneState& st, const Step& s, bool* progressed);
   Status doCopySend(LaneState& st, const Step& s, bool* progressed);
   Result<bool> doBarrier(LaneState& st);
-  // The flat path (executor_flat.cc).
+  // The flat path (executor_flat.cc). Its program: every step with its
+  // connections and operation-check entries looked up once (resolve), lane
+  // after lane; lane i's steps are flatOps_[flatLane_[i], flatLane_[i+1]).
+  struct FlatOp {
+    const Step* step;
+    Connection* send;      // null: the step sends nothing
+    Connection* recv;      // null: the step receives nothing
+    PeerCheck* sendCheck;  // check_ entries of the two peers
+    PeerCheck* recvCheck;
+  };
   bool flatSchedule() const;
+  void prepareFlat();
   Status progressFlat(bool* progressed);
-  Status flatStep(LaneState& st, const Step& s, bool* stepDone);
-  Status flatSend(const Step& s, bool* stepDone);
-  Status flatRecv(LaneState& st, const Step& s, bool* stepDone);
-  Status flatSlot(int peer, size_t bytes, char** out, bool* fits);
+  Status flatPass(bool sendsOnly, bool* progressed);
+  Status flatStep(LaneState& st, const FlatOp& op, bool* stepDone);
+  Status flatSend(const FlatOp& op, bool* stepDone);
+  Status flatRecv(LaneState& st, const FlatOp& op, bool* stepDone);
+  Status flatTake(LaneState& st, const FlatOp& op);
+  Status flatSlot(const FlatOp& op, char** out);
 
   // Make st.piece hold an arrived piece; false if none yet.
   Result<bool> havePiece(LaneState& st, int peer, size_t stepRemaining);
@@ -208,7 +224,15 @@ class Executor {
   size_t sendBytes_ = 0;   // what a run sends (all lanes)
   bool done_ = false;
   bool resolved_ = false;
+  uint64_t binds_ = 0;    // binds()
   bool flat_ = false;     // every step is small (flatSchedule)
+  std::vector<FlatOp> flatOps_;      // prepareFlat
+  std::vector<uint32_t> flatLane_;
+  // The lanes in the order a pass visits them; with flatOnePass_ (every lane
+  // only sends or only receives, as a Send/Recv batch's) the sending lanes
+  // first, and one pass does what a pass of sends and a pass of all do.
+  std::vector<uint32_t> flatOrder_;
+  bool flatOnePass_ = false;
   bool flatRun_ = false;  // this run is on the flat path
 };
 

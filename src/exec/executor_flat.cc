@@ -7,9 +7,15 @@
 // the flat path does not expect (a reference, a step split over several
 // pieces, a slot smaller than the step) hands the run to the general path
 // where it stands.
+#include <algorithm>
 #include <cstring>
 
 #include "exec/executor.h"
+
+// The per-step functions inline into flatPass: a Status returned by a call
+// goes through memory (it has a destructor), and a flat step's work is
+// small enough that those round trips showed in its instruction count.
+#define FERRY_FLAT_INLINE [[gnu::always_inline]] inline
 
 namespace ferry {
 
@@ -30,23 +36,42 @@ bool Executor::flatSchedule() const {
   return true;
 }
 
+void Executor::prepareFlat() {
+  flatOps_.clear();
+  flatLane_.assign(1, 0);
+  for (const Lane& l : schedule_.lanes) {
+    for (const Step& s : l.steps) {
+      FlatOp op{&s, nullptr, nullptr, nullptr, nullptr};
+      if (s.sendPeer >= 0) op.send = conns_[s.sendPeer], op.sendCheck = &check_[s.sendPeer];
+      if (s.recvPeer >= 0) op.recv = conns_[s.recvPeer], op.recvCheck = &check_[s.recvPeer];
+      flatOps_.push_back(op);
+    }
+    flatLane_.push_back(static_cast<uint32_t>(flatOps_.size()));
+  }
+  auto sends = [](const Step& s) { return s.kind == StepKind::kSend; };
+  std::vector<uint32_t> sending, rest;
+  flatOnePass_ = true;
+  for (uint32_t i = 0; i < schedule_.lanes.size(); ++i) {
+    const std::vector<Step>& steps = schedule_.lanes[i].steps;
+    size_t n = std::count_if(steps.begin(), steps.end(), sends);
+    flatOnePass_ = flatOnePass_ && (n == 0 || n == steps.size());
+    (n > 0 && n == steps.size() ? sending : rest).push_back(i);
+  }
+  flatOrder_.clear();
+  if (!flatOnePass_) {
+    for (uint32_t i = 0; i < schedule_.lanes.size(); ++i) flatOrder_.push_back(i);
+    flatOnePass_ = schedule_.lanes.size() <= 1;
+    return;
+  }
+  flatOrder_ = sending;
+  flatOrder_.insert(flatOrder_.end(), rest.begin(), rest.end());
+}
+
 Status Executor::progressFlat(bool* progressed) {
   // Sends first, as on the general path: a peer waiting for our piece
   // should not wait through our receives.
-  for (int sendsOnly = lanes_.size() > 1; sendsOnly >= 0 && flatRun_; --sendsOnly) {
-    for (size_t i = 0; i < lanes_.size() && flatRun_; ++i) {
-      LaneState& st = lanes_[i];
-      const std::vector<Step>& steps = schedule_.lanes[i].steps;
-      while (st.step < steps.size() && (!sendsOnly || steps[st.step].kind == StepKind::kSend)) {
-        bool stepDone = false;
-        FERRY_TRY(flatStep(st, steps[st.step], &stepDone));
-        if (!stepDone) break;
-        st.step++;
-        *progressed = true;
-        if (st.step == steps.size()) lanesDone_++;
-      }
-    }
-  }
+  if (!flatOnePass_) FERRY_TRY(flatPass(true, progressed));
+  if (flatRun_) FERRY_TRY(flatPass(false, progressed));
   if (!flatRun_) return progress(progressed);  // the general path takes over
   for (Connection* c : pushConns_) FERRY_TRY(c->progress());
   if (lanesDone_ < lanes_.size()) return Status::ok();
@@ -59,22 +84,27 @@ Status Executor::progressFlat(bool* progressed) {
 }
 
 // A slot for the whole step, *out at the payload (after our descriptor when
-// it is due); *out null when the connection has no room yet, *fits false
-// when the slot cannot take the step in one piece.
-Status Executor::flatSlot(int peer, size_t bytes, char** out, bool* fits) {
+// it is due); *out null when the connection has no room yet. A slot that
+// cannot take the step in one piece hands the run to the general path.
+FERRY_FLAT_INLINE Status Executor::flatSlot(const FlatOp& op, char** out) {
+  const size_t desc = op.sendCheck->sendPending ? sizeof(OpDescriptor) : 0;
   SendSlot slot;
-  slot.hint = bytes + (check_[peer].sendPending ? sizeof(OpDescriptor) : 0);
+  slot.hint = op.step->bytes + desc;
   *out = nullptr;
-  *fits = true;
-  FERRY_TRY(conns_[peer]->trySend(&slot));
+  FERRY_TRY(op.send->trySend(&slot));
   if (!slot.data) return Status::ok();
-  size_t cap = 0;
-  *out = payload(peer, slot, &cap);
-  *fits = cap >= bytes;
+  if (slot.capacity < slot.hint) {
+    flatRun_ = false;
+    return Status::ok();
+  }
+  char* data = static_cast<char*>(slot.data);
+  if (desc) std::memcpy(data, &op.sendCheck->out, sizeof(OpDescriptor));
+  *out = data + desc;
   return Status::ok();
 }
 
-Status Executor::flatStep(LaneState& st, const Step& s, bool* stepDone) {
+FERRY_FLAT_INLINE Status Executor::flatStep(LaneState& st, const FlatOp& op, bool* stepDone) {
+  const Step& s = *op.step;
   if (s.bytes == 0) {  // as on the general path: nothing moves, not even a descriptor
     *stepDone = true;
     return Status::ok();
@@ -89,49 +119,68 @@ Status Executor::flatStep(LaneState& st, const Step& s, bool* stepDone) {
       *stepDone = true;
       return Status::ok();
     case StepKind::kSend:
-      return flatSend(s, stepDone);
+      return flatSend(op, stepDone);
     default:
-      return flatRecv(st, s, stepDone);
+      return flatRecv(st, op, stepDone);
   }
 }
 
-Status Executor::flatSend(const Step& s, bool* stepDone) {
+FERRY_FLAT_INLINE Status Executor::flatSend(const FlatOp& op, bool* stepDone) {
+  const Step& s = *op.step;
   char* out = nullptr;
-  bool fits = true;
-  FERRY_TRY(flatSlot(s.sendPeer, s.bytes, &out, &fits));
-  if (!out) return Status::ok();  // no room yet
-  if (!fits) {
-    flatRun_ = false;
-    return Status::ok();
-  }
+  FERRY_TRY(flatSlot(op, &out));
+  if (!out) return Status::ok();  // no room yet, or the general path takes over
   const char* src = ptr(s.src);
   std::memcpy(out, src, s.bytes);
-  FERRY_TRY(commitSlot(s.sendPeer, conns_[s.sendPeer], s.bytes));
+  FERRY_TRY(commitSlot(s.sendPeer, op.send, s.bytes));
   if (s.alsoCopy && ptr(s.dst) != src) std::memcpy(ptr(s.dst), src, s.bytes);
   *stepDone = true;
   return Status::ok();
 }
 
+// Takes the next piece from the step's peer into st, with the peer's
+// descriptor checked and skipped when it is due (havePiece's work for the
+// one piece a flat step expects). A piece that is not the whole step (a
+// reference, a split step, the descriptor alone) hands the run to the
+// general path, which goes on from st.
+FERRY_FLAT_INLINE Status Executor::flatTake(LaneState& st, const FlatOp& op) {
+  FERRY_TRY(op.recv->tryRecv(&st.piece));
+  if (!st.piece.ready) return Status::ok();
+  st.consumed = 0;
+  PeerCheck& pc = *op.recvCheck;
+  if (pc.recvPending) {
+    // The descriptor has no padding: equal bytes mean the same operation.
+    if (!st.piece.isRef && st.piece.size >= sizeof(OpDescriptor) &&
+        std::memcmp(st.piece.data, &pc.expect, sizeof(OpDescriptor)) == 0) {
+      pc.recvPending = false;
+      st.consumed = sizeof(OpDescriptor);
+    } else {
+      FERRY_TRY(takeDescriptor(st, op.step->recvPeer));  // fails, naming both sides
+    }
+  }
+  if (!st.piece.isRef && st.piece.size - st.consumed == op.step->bytes) return Status::ok();
+  if (st.consumed == st.piece.size) {  // the descriptor alone: the next piece is the general path's
+    st.piece = RecvPiece{};
+    st.consumed = 0;
+    FERRY_TRY(op.recv->releaseRecv());
+  }
+  flatRun_ = false;
+  return Status::ok();
+}
+
 // Every receiving kind: the whole step's bytes from one piece, then the
 // step's copy, reduction and forward.
-Status Executor::flatRecv(LaneState& st, const Step& s, bool* stepDone) {
-  Connection* rc = conns_[s.recvPeer];
-  FERRY_ASSIGN(bool have, havePiece(st, s.recvPeer, s.bytes));
-  if (!have) return Status::ok();
-  if (st.piece.isRef || st.piece.size - st.consumed != s.bytes) {
-    flatRun_ = false;
-    return Status::ok();
+FERRY_FLAT_INLINE Status Executor::flatRecv(LaneState& st, const FlatOp& op, bool* stepDone) {
+  if (!st.piece.ready) {
+    FERRY_TRY(flatTake(st, op));
+    if (!st.piece.ready || !flatRun_) return Status::ok();
   }
+  const Step& s = *op.step;
   const char* in = static_cast<const char*>(st.piece.data) + st.consumed;
   char* sdata = nullptr;
-  if (s.sendPeer >= 0) {
-    bool fits = true;
-    FERRY_TRY(flatSlot(s.sendPeer, s.bytes, &sdata, &fits));
-    if (!sdata) return Status::ok();  // no room yet; the piece waits in st
-    if (!fits) {
-      flatRun_ = false;
-      return Status::ok();
-    }
+  if (op.send) {
+    FERRY_TRY(flatSlot(op, &sdata));
+    if (!sdata) return Status::ok();  // no room yet (the piece waits in st), or handed over
   }
   char* dst = s.kind == StepKind::kRecvReduceSend ? sdata : ptr(s.dst);
   if (s.kind == StepKind::kRecv || s.kind == StepKind::kRecvCopySend) {
@@ -145,9 +194,30 @@ Status Executor::flatRecv(LaneState& st, const Step& s, bool* stepDone) {
       if (both) std::memcpy(sdata, dst, s.bytes);
     }
   }
-  FERRY_TRY(consume(st, rc, s.bytes));
-  if (sdata) FERRY_TRY(commitSlot(s.sendPeer, conns_[s.sendPeer], s.bytes));
+  st.piece = RecvPiece{};
+  st.consumed = 0;
+  FERRY_TRY(op.recv->releaseRecv());
+  if (sdata) FERRY_TRY(commitSlot(s.sendPeer, op.send, s.bytes));
   *stepDone = true;
+  return Status::ok();
+}
+
+Status Executor::flatPass(bool sendsOnly, bool* progressed) {
+  const FlatOp* ops = flatOps_.data();
+  for (uint32_t i : flatOrder_) {
+    LaneState& st = lanes_[i];
+    const size_t end = flatLane_[i + 1];
+    for (size_t k = flatLane_[i] + st.step; k < end; ++k) {
+      if (sendsOnly && ops[k].step->kind != StepKind::kSend) break;
+      bool stepDone = false;
+      FERRY_TRY(flatStep(st, ops[k], &stepDone));
+      if (!flatRun_) return Status::ok();
+      if (!stepDone) break;
+      st.step++;
+      *progressed = true;
+      if (k + 1 == end) lanesDone_++;
+    }
+  }
   return Status::ok();
 }
 

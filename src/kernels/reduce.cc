@@ -80,11 +80,6 @@ const KernelTable& activeTable() {
 
 }  // namespace detail
 
-size_t sizeOf(DType t) {
-  static constexpr size_t kSizes[kNumDTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-  return validType(t) ? kSizes[int(t)] : 0;
-}
-
 const char* name(DType t) {
   static constexpr const char* kNames[kNumDTypes] = {
       "int8",    "uint8",   "int32",    "uint32",  "int64",   "uint64",

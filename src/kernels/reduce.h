@@ -55,7 +55,13 @@ enum class Op : int { kSum = 0, kProd, kMax, kMin };
 inline constexpr int kNumDTypes = static_cast<int>(DType::kCount);
 inline constexpr int kNumOps = 4;
 
-size_t sizeOf(DType t);      // 0 for an invalid type
+// 0 for an invalid type. Inline: every call checks its count with it.
+inline size_t sizeOf(DType t) {
+  constexpr size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  static_assert(sizeof(kSizes) / sizeof(kSizes[0]) == kNumDTypes);
+  auto i = static_cast<unsigned>(t);
+  return i < static_cast<unsigned>(kNumDTypes) ? kSizes[i] : 0;
+}
 const char* name(DType t);   // "int8", "float16", "bfloat16", "fp8e4m3", ... ("invalid")
 const char* name(Op op);     // "sum", "prod", "max", "min"
 
