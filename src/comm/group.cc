@@ -550,13 +550,23 @@ bool findRepeat(Comm* c, const CallKey& k, Repeat* out) {
   return out->exec != nullptr;
 }
 
+// runStandalone's work for a remembered call, without building a Run:
+// per 8 B operation, each layer between the API and the executor was tens of
+// instructions (perf/README.md, "A prepared program for small operations").
 Status runRepeat(Comm* c, const Repeat& rep) {
   const RepeatEntry& e = *rep.entry;
-  Run r{rep.exec, const_cast<void*>(e.key.sendbuff), const_cast<void*>(e.key.recvbuff), e.reduce,
-        e.name, e.info, nullptr};
-  r.info.collSeq = c->nextCollSeq();
-  r.info.self = c->rank();
-  return runStandalone(c, r);
+  Executor& x = *rep.exec;
+  x.rebind(const_cast<void*>(e.key.sendbuff), const_cast<void*>(e.key.recvbuff), e.reduce);
+  x.bindPeers(nullptr);  // remembered calls never use windows (repeat_call.h)
+  OpInfo info = e.info;
+  info.collSeq = c->nextCollSeq();
+  info.self = c->rank();
+  log::setThreadRank(c->rank());
+  c->enter();
+  Status st = runExecutor(c, x, e.name, info);
+  if (!st.isOk()) st = runFailed(c, e.name, std::move(st));
+  c->exit();
+  return st;
 }
 
 Status enqueueP2p(const P2pTask& t) {

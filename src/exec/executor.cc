@@ -173,9 +173,7 @@ const std::vector<int>& Executor::activePeers() const {
   return peers;
 }
 
-Status Executor::progress(bool* progressed) {
-  if (done_) return Status::ok();
-  if (flatRun_) return progressFlat(progressed);
+Status Executor::progressGeneral(bool* progressed) {
   // Sends first: posting a piece or a reference is quick, while a receive
   // may copy a whole block (a 1 MiB cross-memory read takes ~80 us), and a
   // peer waiting for our reference idles through it. Lane by lane, two

@@ -106,7 +106,11 @@ class Executor {
   // (CollArgs::symmetric); must outlive the run.
   void bindPeers(PeerMemory* peers) { peerMem_ = peers; }
   // Make all progress possible now. *progressed tells whether anything moved.
-  Status progress(bool* progressed);
+  Status progress(bool* progressed) {
+    if (done_) return Status::ok();
+    if (flatRun_) return progressFlat(progressed);
+    return progressGeneral(progressed);
+  }
   bool done() const { return done_; }
   // Peers this executor still waits on (for liveness checks). The list is
   // rebuilt in a member on each call (no allocation in the wait loop) and
@@ -135,6 +139,7 @@ class Executor {
     bool arrived = false; // kBarrier: this rank has arrived
   };
 
+  Status progressGeneral(bool* progressed);
   Status resolve(ConnectionSource& source);
   void armChecks(ConnectionSource& source, const OpInfo& info);
   // Send side: where payload goes in `slot` (after our descriptor when it

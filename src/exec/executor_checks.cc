@@ -12,25 +12,29 @@ namespace ferry {
 // executor usually runs the same call again).
 void Executor::armChecks(ConnectionSource& source, const OpInfo& info) {
   self_ = info.self;
-  bool same = armed_ && info.kind == lastInfo_.kind && info.count == lastInfo_.count &&
-              info.root == lastInfo_.root && info.dtype == lastInfo_.dtype && info.op == lastInfo_.op;
+  if (!armed_ || info.kind != lastInfo_.kind || info.count != lastInfo_.count ||
+      info.root != lastInfo_.root || info.dtype != lastInfo_.dtype || info.op != lastInfo_.op) {
+    for (int peer : checkPeers_) {
+      PeerCheck& pc = check_[peer];
+      if (pc.sendBytes > 0) pc.out = makeDescriptor(info, 0, pc.sendBytes);
+      if (pc.recvBytes > 0) pc.expect = makeDescriptor(info, 0, pc.recvBytes);
+    }
+    lastInfo_ = info;
+    armed_ = true;
+  }
   for (int peer : checkPeers_) {
     PeerCheck& pc = check_[peer];
     if (pc.sendBytes > 0) {
-      if (!same) pc.out = makeDescriptor(info, 0, pc.sendBytes);
       pc.out.pairSeq = source.nextPairSeq(peer, true);
       pc.out.collSeq = info.collSeq;
       pc.sendPending = true;
     }
     if (pc.recvBytes > 0) {
-      if (!same) pc.expect = makeDescriptor(info, 0, pc.recvBytes);
       pc.expect.pairSeq = source.nextPairSeq(peer, false);
       pc.expect.collSeq = info.collSeq;
       pc.recvPending = true;
     }
   }
-  lastInfo_ = info;
-  armed_ = true;
 }
 
 Status Executor::takeDescriptor(LaneState& st, int peer) {

@@ -67,21 +67,6 @@ void Executor::prepareFlat() {
   flatOrder_.insert(flatOrder_.end(), rest.begin(), rest.end());
 }
 
-Status Executor::progressFlat(bool* progressed) {
-  // Sends first, as on the general path: a peer waiting for our piece
-  // should not wait through our receives.
-  if (!flatOnePass_) FERRY_TRY(flatPass(true, progressed));
-  if (flatRun_) FERRY_TRY(flatPass(false, progressed));
-  if (!flatRun_) return progress(progressed);  // the general path takes over
-  for (Connection* c : pushConns_) FERRY_TRY(c->progress());
-  if (lanesDone_ < lanes_.size()) return Status::ok();
-  for (Connection* c : pushConns_)
-    if (!c->sendsFlushed()) return Status::ok();
-  done_ = true;
-  slotWrites_.endRun();
-  *progressed = true;
-  return Status::ok();
-}
 
 // A slot for the whole step, *out at the payload (after our descriptor when
 // it is due); *out null when the connection has no room yet. A slot that
@@ -202,7 +187,7 @@ FERRY_FLAT_INLINE Status Executor::flatRecv(LaneState& st, const FlatOp& op, boo
   return Status::ok();
 }
 
-Status Executor::flatPass(bool sendsOnly, bool* progressed) {
+FERRY_FLAT_INLINE Status Executor::flatPass(bool sendsOnly, bool* progressed) {
   const FlatOp* ops = flatOps_.data();
   for (uint32_t i : flatOrder_) {
     LaneState& st = lanes_[i];
@@ -218,6 +203,22 @@ Status Executor::flatPass(bool sendsOnly, bool* progressed) {
       if (k + 1 == end) lanesDone_++;
     }
   }
+  return Status::ok();
+}
+
+Status Executor::progressFlat(bool* progressed) {
+  // Sends first, as on the general path: a peer waiting for our piece
+  // should not wait through our receives.
+  if (!flatOnePass_) FERRY_TRY(flatPass(true, progressed));
+  if (flatRun_) FERRY_TRY(flatPass(false, progressed));
+  if (!flatRun_) return progressGeneral(progressed);  // the general path takes over
+  for (Connection* c : pushConns_) FERRY_TRY(c->progress());
+  if (lanesDone_ < lanes_.size()) return Status::ok();
+  for (Connection* c : pushConns_)
+    if (!c->sendsFlushed()) return Status::ok();
+  done_ = true;
+  slotWrites_.endRun();
+  *progressed = true;
   return Status::ok();
 }
 
