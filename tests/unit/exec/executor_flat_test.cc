@@ -232,6 +232,84 @@ TEST(ExecutorFlat, SlotsSmallerThanAStepHandOverToTheGeneralPath) {
   EXPECT_GT(split, whole);
 }
 
+// Send/Recv batches (p2pSchedule: one lane per peer and direction, so the
+// flat path runs one pass, sending lanes first): every rank sends two
+// messages of different sizes to every rank (itself included) and receives
+// them, receives listed before sends, twice, with the operation check; with
+// 48-byte slots the longer messages hand the run to the general path.
+// Returns whether every run stayed flat.
+bool sendRecvBatches(size_t capacity) {
+  const int n = 3;
+  const size_t sizes[] = {40, 8};  // bytes; the first to a peer carries its descriptor
+  Wires wires;
+  std::vector<std::unique_ptr<Peers>> peers;
+  std::vector<std::unique_ptr<Executor>> ex;
+  std::vector<std::vector<Bytes>> bufs(n);
+  for (int r = 0; r < n; ++r) {
+    std::vector<P2pOp> ops;
+    for (int p = 0; p < n; ++p)
+      for (size_t b : sizes) ops.push_back(P2pOp{false, p, b});
+    for (int p = 0; p < n; ++p)
+      for (size_t b : sizes) ops.push_back(P2pOp{true, p, b});
+    std::vector<void*> ptrs;
+    for (const P2pOp& op : ops) {
+      bufs[r].emplace_back(op.bytes);
+      ptrs.push_back(bufs[r].back().data());
+    }
+    peers.push_back(std::make_unique<Peers>(&wires, r, n, capacity));
+    ex.push_back(std::make_unique<Executor>(p2pSchedule(r, ops), ptrs, 1, ReduceSpec{}, ExecOptions{}));
+    EXPECT_TRUE(ex[r]->flat());
+  }
+  // Op index of (peer, size k): receives first, then sends.
+  auto recvAt = [&](int p, int k) { return static_cast<size_t>(p * 2 + k); };
+  auto sendAt = [&](int p, int k) { return static_cast<size_t>(n * 2 + p * 2 + k); };
+  bool flat = true;
+  for (int round = 0; round < 2; ++round) {
+    for (int r = 0; r < n; ++r) {
+      for (int p = 0; p < n; ++p) {
+        for (int k = 0; k < 2; ++k) {
+          Bytes& out = bufs[r][sendAt(p, k)];
+          for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(r * 31 + p * 7 + k + i + round);
+          std::fill(bufs[r][recvAt(p, k)].begin(), bufs[r][recvAt(p, k)].end(), char{-1});
+        }
+      }
+      OpInfo info;
+      info.self = r;
+      Status st = ex[r]->start(*peers[r], &info);
+      EXPECT_TRUE(st.isOk()) << st.message();
+    }
+    for (int spins = 0; spins < 10000; ++spins) {
+      bool all = true;
+      for (int r = 0; r < n; ++r) {
+        bool moved = false;
+        Status st = ex[r]->progress(&moved);
+        EXPECT_TRUE(st.isOk()) << "rank " << r << ": " << st.message();
+        if (!st.isOk()) return false;
+        all = all && ex[r]->done();
+      }
+      if (all) break;
+    }
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(ex[r]->done()) << "rank " << r << " never finished";
+      flat = flat && ex[r]->ranFlat();
+      for (int p = 0; p < n; ++p) {
+        for (int k = 0; k < 2; ++k) {
+          const Bytes& in = bufs[r][recvAt(p, k)];
+          for (size_t i = 0; i < in.size(); ++i)
+            EXPECT_EQ(in[i], static_cast<char>(p * 31 + r * 7 + k + i + round))
+                << "rank " << r << " from " << p << " message " << k << " byte " << i;
+        }
+      }
+    }
+  }
+  return flat;
+}
+
+TEST(ExecutorFlat, SendRecvBatchesRunInOnePassAndExact) {
+  EXPECT_TRUE(sendRecvBatches(4096));
+  EXPECT_FALSE(sendRecvBatches(48));  // 40 bytes and a 40-byte descriptor: handed over
+}
+
 TEST(ExecutorFlat, LargeStepsTakeTheGeneralPath) {
   const Algorithm* ring = findAlgorithm("ring");
   ASSERT_NE(ring, nullptr);
