@@ -113,7 +113,8 @@ Status submit(const CollCall& k, ncclComm_t comm) {
     size_t bytes = k.count * e * c->nranks();
     std::shared_ptr<char[]> copy = std::make_shared_for_overwrite<char[]>(bytes);
     std::memcpy(copy.get(), k.sendbuff, bytes);
-    task.keepAlive = copy;
+    task.sendCopy = copy;
+    task.sendCopyBytes = bytes;
     task.sendbuff = copy.get();
     task.args.inPlace = false;
   }

@@ -533,8 +533,9 @@ Status enqueueColl(const CollTask& t) {
     std::unique_ptr<mem::WindowBinding> binding;
     c->plans().beginUse();
     FERRY_ASSIGN(Run r, collRun(c, t, &binding));
-    if (t.key.kind >= 0 && !binding && !t.keepAlive && !t.reduce.premul)
-      c->repeats().remember(RepeatEntry{t.key, c->plans().refOf(r.exec), r.reduce, t.info, r.name});
+    if (t.key.kind >= 0 && !binding && !t.reduce.premul)
+      c->repeats().remember(RepeatEntry{t.key, c->plans().refOf(r.exec), r.reduce, t.info, r.name,
+                                        t.sendCopy, t.sendCopyBytes});
     return runStandalone(c, r);
   }
   tGroup.of(t.comm).colls.push_back(t);
@@ -556,7 +557,12 @@ bool findRepeat(Comm* c, const CallKey& k, Repeat* out) {
 Status runRepeat(Comm* c, const Repeat& rep) {
   const RepeatEntry& e = *rep.entry;
   Executor& x = *rep.exec;
-  x.rebind(const_cast<void*>(e.key.sendbuff), const_cast<void*>(e.key.recvbuff), e.reduce);
+  void* input = const_cast<void*>(e.key.sendbuff);
+  if (e.sendCopy) {  // in-place AlltoAll: blocks arrive while others are still sent
+    std::memcpy(e.sendCopy.get(), input, e.sendCopyBytes);
+    input = e.sendCopy.get();
+  }
+  x.rebind(input, const_cast<void*>(e.key.recvbuff), e.reduce);
   x.bindPeers(nullptr);  // remembered calls never use windows (repeat_call.h)
   OpInfo info = e.info;
   info.collSeq = c->nextCollSeq();

@@ -31,7 +31,10 @@ struct CollTask {
   void* recvbuff = nullptr;
   ReduceSpec reduce;
   OpInfo info;            // the call as every rank must agree on it (collSeq set at run time)
-  std::shared_ptr<void> keepAlive;  // scratch the task owns (e.g. in-place AlltoAll input copy)
+  // In-place AlltoAll: sendbuff is a copy of the caller's buffer made for
+  // this call, of this many bytes (a remembered call copies again into it).
+  std::shared_ptr<char[]> sendCopy;
+  size_t sendCopyBytes = 0;
   // ferryAlltoAllv on a rail-shaped communicator: a count exchange, then
   // the exchange built from it (args and buffers above are unused).
   std::shared_ptr<AlltoAllvCall> alltoallv;

@@ -6,8 +6,10 @@
 // and root. Only calls whose outcome depends on nothing else are kept:
 // built-in reduction ops (a PreMulSum op may be destroyed and its number
 // reused), no symmetric windows on the communicator (a window registered
-// later would change the schedule for some ranks only), no scratch copy
-// (in-place AlltoAll). An entry dies with its plan (PlanCache::Ref).
+// later would change the schedule for some ranks only). An in-place
+// AlltoAll, which works on a copy of its input, keeps the copy's memory in
+// its entry and copies the input into it again per call. An entry dies
+// with its plan (PlanCache::Ref).
 #pragma once
 
 #include <cstddef>
@@ -38,6 +40,8 @@ struct RepeatEntry {
   ReduceSpec reduce;
   OpInfo info;  // collSeq stamped per call
   const char* name = nullptr;
+  std::shared_ptr<char[]> sendCopy;  // in-place AlltoAll: the input runs from here
+  size_t sendCopyBytes = 0;
 };
 
 // The last Send/Recv group of a communicator (without collectives): the

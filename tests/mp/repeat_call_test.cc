@@ -59,6 +59,33 @@ TEST(MpRepeatCall, SameArgumentsNewDataExact) {
   EXPECT_RANKS_OK(res);
 }
 
+// An in-place AlltoAll works on a copy of its input; remembered, it keeps
+// the copy's memory and must copy the new input into it on every call
+// (a stale copy would deliver the previous round's blocks).
+TEST(MpRepeatCall, InPlaceAlltoAllCopiesEachRound) {
+  RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      constexpr size_t kCount = 5;  // per peer block
+      std::vector<int32_t> buf(kCount * me.nranks);
+      auto value = [](int from, int to, size_t i, int round) {
+        return int32_t(from * 1000 + to * 100 + int(i) * 7 + round);
+      };
+      for (int round = 0; round < 20; ++round) {
+        for (int to = 0; to < me.nranks; ++to)
+          for (size_t i = 0; i < kCount; ++i) buf[to * kCount + i] = value(me.rank, to, i, round);
+        MP_NCCL(ncclAlltoAll(buf.data(), buf.data(), kCount, ncclInt32, me.comm, nullptr));
+        for (int from = 0; from < me.nranks; ++from)
+          for (size_t i = 0; i < kCount; ++i)
+            MP_CHECK(buf[from * kCount + i] == value(from, me.rank, i, round),
+                     "round %d block %d element %zu: %d, want %d", round, from, i,
+                     buf[from * kCount + i], value(from, me.rank, i, round));
+      }
+      return 0;
+    });
+  }, opts(120));
+  EXPECT_RANKS_OK(res);
+}
+
 // A group of 70 other shapes between two repeats evicts the first call's
 // plan (the cache keeps 64) but leaves the remembered call (groups are not
 // remembered): the repeat must build the plan again, not run whatever plan
