@@ -533,7 +533,8 @@ Status enqueueColl(const CollTask& t) {
     std::unique_ptr<mem::WindowBinding> binding;
     c->plans().beginUse();
     FERRY_ASSIGN(Run r, collRun(c, t, &binding));
-    if (t.key.kind >= 0 && !binding && !t.reduce.premul)
+    if (t.key.kind >= 0 && !binding && !t.reduce.premul &&
+        t.sendCopyBytes <= RepeatCalls::kMaxCopyBytes)
       c->repeats().remember(RepeatEntry{t.key, c->plans().refOf(r.exec), r.reduce, t.info, r.name,
                                         t.sendCopy, t.sendCopyBytes});
     return runStandalone(c, r);

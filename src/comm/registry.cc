@@ -4,6 +4,8 @@
 #include <map>
 #include <mutex>
 
+#include "core/wait.h"
+
 namespace ferry {
 namespace {
 
@@ -27,15 +29,27 @@ void registerComm(Comm* c) {
   r.live[c] = c->serial();
 }
 
-void unregisterComm(Comm* c) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lk(r.mu);
-  r.live.erase(c);
-  gCommRemovals.fetch_add(1);  // sequentially consistent: acquireComm
-}
-
 thread_local LiveCache tLiveComm;
 std::atomic<uint64_t> gCommRemovals{0};
+
+namespace {
+// Threads inside acquireComm's lock-free path (see there).
+std::atomic<uint64_t> gAcquiring{0};
+}  // namespace
+
+void unregisterComm(Comm* c) {
+  Registry& r = registry();
+  {
+    std::lock_guard<std::mutex> lk(r.mu);
+    r.live.erase(c);
+    gCommRemovals.fetch_add(1);  // sequentially consistent: acquireComm
+  }
+  // A thread that read the old removal count may be about to enter c: wait
+  // until it has entered (then the caller's waitIdle waits for it) or seen
+  // this removal and left c alone. The window is a few instructions long.
+  Backoff b;
+  while (gAcquiring.load() != 0) b.pause();
+}
 
 bool isLiveCommSlow(const void* c) {
   Registry& r = registry();
@@ -46,17 +60,25 @@ bool isLiveCommSlow(const void* c) {
   return true;
 }
 
+// Without the registry's lock when c is the thread's last live
+// communicator and nothing was unregistered since (the lock per group end
+// was ~110 instructions of a 2-rank 8 B Send/Recv's ~2600). All four
+// operations are sequentially consistent. Announced in gAcquiring before
+// the removal count is read, so an unregisterComm that counted its removal
+// first is seen here (c is then not touched), and one that counted it later
+// waits until we have entered (its caller's waitIdle then waits for our
+// exit) or backed out.
 bool acquireComm(Comm* c, uint64_t serial) {
-  if (c == tLiveComm.comm && gCommRemovals.load(std::memory_order_acquire) == tLiveComm.removals) {
-    // Enter, then make sure no unregister came first: release() unregisters
-    // (counting the removal) before it waits for the users to leave, so
-    // either it sees our enter or we see its removal (both sequentially
-    // consistent: enter's increment, the removal's increment and the two
-    // loads). The registry lock per group end was ~110 instructions of a
-    // 2-rank 8 B Send/Recv's ~2600.
-    c->enter();
-    if (gCommRemovals.load() == tLiveComm.removals && c->serial() == serial) return true;
-    c->exit();
+  if (c == tLiveComm.comm) {
+    gAcquiring.fetch_add(1);
+    bool entered = false;
+    if (gCommRemovals.load() == tLiveComm.removals) {
+      c->enter();
+      entered = c->serial() == serial;
+      if (!entered) c->exit();
+    }
+    gAcquiring.fetch_sub(1);
+    if (entered) return true;
   }
   Registry& r = registry();
   std::lock_guard<std::mutex> lk(r.mu);

@@ -8,8 +8,9 @@
 // reused), no symmetric windows on the communicator (a window registered
 // later would change the schedule for some ranks only). An in-place
 // AlltoAll, which works on a copy of its input, keeps the copy's memory in
-// its entry and copies the input into it again per call. An entry dies
-// with its plan (PlanCache::Ref).
+// its entry and copies the input into it again per call, up to
+// RepeatCalls::kMaxCopyBytes (larger copies are not held between calls).
+// An entry dies with its plan (PlanCache::Ref).
 #pragma once
 
 #include <cstddef>
@@ -67,6 +68,7 @@ struct P2pRepeat {
 class RepeatCalls {
  public:
   static constexpr size_t kEntries = 4;
+  static constexpr size_t kMaxCopyBytes = 1 << 20;  // RepeatEntry::sendCopy
   // The entry of an earlier call with these arguments, or null.
   const RepeatEntry* find(const CallKey& k) const {
     for (const RepeatEntry& e : entries_)

@@ -354,14 +354,21 @@ Result<bool> Executor::havePiece(LaneState& st, int peer, size_t stepRemaining) 
         if (!st.piece.ready) return false;
       }
     }
-    size_t size = st.piece.size - st.consumed;
-    if (size == 0 || size > stepRemaining || size % elemSize_ != 0) {
-      return internalError("protocol error: received a piece of " + std::to_string(size) +
-                           " bytes with " + std::to_string(stepRemaining) +
-                           " bytes left in the step (" + c->describe() + ")");
-    }
+    FERRY_TRY(pieceFits(st, c, stepRemaining));
   }
   return true;
+}
+
+// A new piece's bytes (after its descriptor) must be a whole number of
+// elements that the step still expects: a peer that runs another operation
+// with the same descriptor (Send/Recv sizes listed in another order) or no
+// check at all must fail here, not write past the step's buffer.
+Status Executor::pieceFits(const LaneState& st, const Connection* c, size_t stepRemaining) const {
+  size_t size = st.piece.size - st.consumed;
+  if (size > 0 && size <= stepRemaining && size % elemSize_ == 0) return Status::ok();
+  return internalError("protocol error: received a piece of " + std::to_string(size) +
+                       " bytes with " + std::to_string(stepRemaining) +
+                       " bytes left in the step (" + c->describe() + ")");
 }
 
 Status Executor::consume(LaneState& st, Connection* c, size_t bytes) {

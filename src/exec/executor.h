@@ -78,6 +78,10 @@ class Executor {
  public:
   Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSize, ReduceSpec reduce,
            ExecOptions options);
+  // Not copyable: the flat program points into this executor's schedule and
+  // checks, and the scratch buffer into its own memory.
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
 
   // Begin a run: resolve (the first time, establishing them if needed) the
   // connections the schedule uses, reset all progress, run the prologue.
@@ -175,15 +179,17 @@ class Executor {
   bool flatSchedule() const;
   void prepareFlat();
   Status progressFlat(bool* progressed);
-  Status flatPass(bool sendsOnly, bool* progressed);
-  Status flatStep(LaneState& st, const FlatOp& op, bool* stepDone);
-  Status flatSend(const FlatOp& op, bool* stepDone);
-  Status flatRecv(LaneState& st, const FlatOp& op, bool* stepDone);
-  Status flatTake(LaneState& st, const FlatOp& op);
-  Status flatSlot(const FlatOp& op, char** out);
+  // Defined (and only used) in executor_flat.cc, inlined into one pass.
+  inline Status flatPass(bool sendsOnly, bool* progressed);
+  inline Status flatStep(LaneState& st, const FlatOp& op, bool* stepDone);
+  inline Status flatSend(const FlatOp& op, bool* stepDone);
+  inline Status flatRecv(LaneState& st, const FlatOp& op, bool* stepDone);
+  inline Status flatTake(LaneState& st, const FlatOp& op);
+  inline Status flatSlot(const FlatOp& op, char** out);
 
   // Make st.piece hold an arrived piece; false if none yet.
   Result<bool> havePiece(LaneState& st, int peer, size_t stepRemaining);
+  Status pieceFits(const LaneState& st, const Connection* c, size_t stepRemaining) const;
   Status consume(LaneState& st, Connection* c, size_t bytes);
   // Incoming bytes [consumed, consumed+k) of the current piece, as a pointer
   // (reading a referenced piece into `scratch` when needed).

@@ -148,6 +148,8 @@ FERRY_FLAT_INLINE Status Executor::flatTake(LaneState& st, const FlatOp& op) {
     st.piece = RecvPiece{};
     st.consumed = 0;
     FERRY_TRY(op.recv->releaseRecv());
+  } else {
+    FERRY_TRY(pieceFits(st, op.recv, op.step->bytes));  // as havePiece checks a new piece
   }
   flatRun_ = false;
   return Status::ok();

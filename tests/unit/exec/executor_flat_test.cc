@@ -310,6 +310,33 @@ TEST(ExecutorFlat, SendRecvBatchesRunInOnePassAndExact) {
   EXPECT_FALSE(sendRecvBatches(48));  // 40 bytes and a 40-byte descriptor: handed over
 }
 
+// Sizes listed in another order on the two sides (40 then 8 bytes sent, 8
+// then 40 received): the descriptors agree (48 bytes each way), so the
+// first receive meets a 40-byte piece for an 8-byte step. It must fail as a
+// protocol error without writing past the step's buffer.
+TEST(ExecutorFlat, APieceLargerThanItsStepFails) {
+  Wires wires;
+  Peers p0(&wires, 0, 2, 4096), p1(&wires, 1, 2, 4096);
+  Bytes a(40, 'a'), b(8, 'b');
+  Bytes small(8 + 32, '.'), big(40, '.');  // small: 8 bytes and a 32-byte guard
+  Executor sender(p2pSchedule(0, {P2pOp{true, 1, 40}, P2pOp{true, 1, 8}}), {a.data(), b.data()}, 1,
+                  ReduceSpec{}, ExecOptions{});
+  Executor receiver(p2pSchedule(1, {P2pOp{false, 0, 8}, P2pOp{false, 0, 40}}),
+                    {small.data(), big.data()}, 1, ReduceSpec{}, ExecOptions{});
+  OpInfo i0, i1;
+  i0.self = 0;
+  i1.self = 1;
+  ASSERT_TRUE(sender.start(p0, &i0).isOk());
+  ASSERT_TRUE(receiver.start(p1, &i1).isOk());
+  bool moved = false;
+  ASSERT_TRUE(sender.progress(&moved).isOk());
+  ASSERT_TRUE(sender.done());
+  Status st = receiver.progress(&moved);
+  EXPECT_EQ(st.code(), Code::kInternal) << st.message();
+  EXPECT_NE(st.message().find("protocol error"), std::string::npos) << st.message();
+  for (size_t i = 8; i < small.size(); ++i) EXPECT_EQ(small[i], '.') << "byte " << i << " past the step";
+}
+
 TEST(ExecutorFlat, LargeStepsTakeTheGeneralPath) {
   const Algorithm* ring = findAlgorithm("ring");
   ASSERT_NE(ring, nullptr);
