@@ -111,6 +111,15 @@ TEST(BenchReport, TimeColumnKeepsSevenCharacters) {
   EXPECT_EQ(formatTime(1.5e7), "1.5e+07");
 }
 
+// FERRY_PERF_TIME_DECIMALS (perf/compare): more decimals below 100 us only,
+// wider than 7 characters where they need it.
+TEST(BenchReport, TimeColumnTakesMoreDecimalsWhenAsked) {
+  EXPECT_EQ(formatTime(0.06126, 4), " 0.0613");
+  EXPECT_EQ(formatTime(12.5, 5), "12.50000");
+  EXPECT_EQ(formatTime(1234.567, 4), "1234.57");
+  EXPECT_EQ(formatTime(0.06126, 2), "   0.06");
+}
+
 TEST(BenchReport, RowMatchesNcclTestsLayout) {
   Half h;
   h.timeUs = 1234.56;

@@ -1,6 +1,8 @@
 #include "tools/demo/bench_report.h"
 
 #include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 namespace ferry::bench {
@@ -19,9 +21,22 @@ Half makeHalf(size_t bytes, double seconds, double busFactor, int64_t wrong, int
   return h;
 }
 
-std::string formatTime(double us) {
+int timeDecimals() {
+  static const int d = [] {
+    const char* e = std::getenv("FERRY_PERF_TIME_DECIMALS");
+    int v = e && *e ? std::atoi(e) : 2;
+    return v >= 3 && v <= 6 ? v : 2;
+  }();
+  return d;
+}
+
+std::string formatTime(double us) { return formatTime(us, timeDecimals()); }
+
+std::string formatTime(double us, int smallDecimals) {
   char buf[32];
-  if (us < 10000.0) {
+  if (smallDecimals > 2 && us < 100.0) {
+    std::snprintf(buf, sizeof buf, "%7.*f", smallDecimals, us);
+  } else if (us < 10000.0) {
     std::snprintf(buf, sizeof buf, "%7.2f", us);
   } else if (us < 100000.0) {
     std::snprintf(buf, sizeof buf, "%7.1f", us);

@@ -29,7 +29,13 @@ struct Half {
 Half makeHalf(size_t bytes, double seconds, double busFactor, int64_t wrong, int badRanks);
 
 // "%7.2f" while it fits, then fewer decimals, then exponent form; always 7 wide.
-std::string formatTime(double us);
+// With smallDecimals > 2 (FERRY_PERF_TIME_DECIMALS, 3..6; perf/compare sets
+// it), times below 100 us get that many decimals instead: two decimals of a
+// microsecond quantise an 8 B time (0.06 or 0.07 us) to ~15%. The row may
+// then be wider; its columns stay whitespace-separated.
+std::string formatTime(double us, int smallDecimals);
+std::string formatTime(double us);  // with timeDecimals()
+int timeDecimals();                 // FERRY_PERF_TIME_DECIMALS, 2 when unset or out of range
 std::string formatRowPrefix(size_t bytes, size_t count, const char* type, const char* redop,
                             int root);
 std::string formatHalf(const Half& h);
