@@ -302,9 +302,11 @@ Status runExecutor(Comm* c, Executor& e, const char* name, const OpInfo& info) {
   return Status::ok();
 }
 
-// A run failed: the error names the operation and the rank, and is
-// latched on the communicator.
-Status runFailed(Comm* c, const char* name, Status st) {
+// runExecutor; a failure names the operation and the rank and is latched
+// on the communicator.
+Status runLatched(Comm* c, Executor& e, const char* name, const OpInfo& info) {
+  Status st = runExecutor(c, e, name, info);
+  if (st.isOk()) return st;
   // Another rank of this host failed first: its code and message say why
   // (a peer's flag on a connection only says that it failed).
   if (Status first = c->boardCheck(); !first.isOk()) st = first;
@@ -332,9 +334,7 @@ Status runOne(Comm* c, Run& r) {
   }
   if (r.input || r.output) r.exec->rebind(r.input, r.output, r.reduce);
   r.exec->bindPeers(r.peers);
-  Status st = runExecutor(c, *r.exec, r.name, r.info);
-  if (st.isOk()) return st;
-  return runFailed(c, r.name, std::move(st));
+  return runLatched(c, *r.exec, r.name, r.info);
 }
 
 void runWork(CommWork* w) {
@@ -407,8 +407,7 @@ bool runP2pRepeat(const GroupState& g, Status* st) {
   }
   if (e) {
     log::setThreadRank(c->rank());
-    *st = runExecutor(c, *e, "Send/Recv", p2pInfo(c));
-    if (!st->isOk()) *st = runFailed(c, "Send/Recv", std::move(*st));
+    *st = runLatched(c, *e, "Send/Recv", p2pInfo(c));
   }
   c->exit();
   return e != nullptr;
@@ -570,8 +569,7 @@ Status runRepeat(Comm* c, const Repeat& rep) {
   info.self = c->rank();
   log::setThreadRank(c->rank());
   c->enter();
-  Status st = runExecutor(c, x, e.name, info);
-  if (!st.isOk()) st = runFailed(c, e.name, std::move(st));
+  Status st = runLatched(c, x, e.name, info);
   c->exit();
   return st;
 }

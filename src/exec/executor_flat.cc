@@ -9,6 +9,8 @@
 // where it stands.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
+#include <utility>
 
 #include "exec/executor.h"
 
@@ -48,25 +50,23 @@ void Executor::prepareFlat() {
     }
     flatLane_.push_back(static_cast<uint32_t>(flatOps_.size()));
   }
-  auto sends = [](const Step& s) { return s.kind == StepKind::kSend; };
-  std::vector<uint32_t> sending, rest;
-  flatOnePass_ = true;
-  for (uint32_t i = 0; i < schedule_.lanes.size(); ++i) {
+  // One pass when every lane only sends or only receives (a Send/Recv
+  // batch), the sending lanes first; otherwise a pass of sends, then one of
+  // everything, in lane order (a single lane needs one pass either way).
+  auto count = [&](uint32_t i) {
     const std::vector<Step>& steps = schedule_.lanes[i].steps;
-    size_t n = std::count_if(steps.begin(), steps.end(), sends);
-    flatOnePass_ = flatOnePass_ && (n == 0 || n == steps.size());
-    (n > 0 && n == steps.size() ? sending : rest).push_back(i);
-  }
-  flatOrder_.clear();
-  if (!flatOnePass_) {
-    for (uint32_t i = 0; i < schedule_.lanes.size(); ++i) flatOrder_.push_back(i);
-    flatOnePass_ = schedule_.lanes.size() <= 1;
-    return;
-  }
-  flatOrder_ = sending;
-  flatOrder_.insert(flatOrder_.end(), rest.begin(), rest.end());
+    size_t n = std::count_if(steps.begin(), steps.end(),
+                             [](const Step& s) { return s.kind == StepKind::kSend; });
+    return std::pair<size_t, size_t>{n, steps.size()};
+  };
+  auto pure = [&](uint32_t i) { auto [n, all] = count(i); return n == 0 || n == all; };
+  auto sending = [&](uint32_t i) { auto [n, all] = count(i); return n > 0 && n == all; };
+  flatOrder_.resize(schedule_.lanes.size());
+  std::iota(flatOrder_.begin(), flatOrder_.end(), 0u);
+  bool allPure = std::all_of(flatOrder_.begin(), flatOrder_.end(), pure);
+  flatOnePass_ = allPure || flatOrder_.size() <= 1;
+  if (allPure) std::stable_partition(flatOrder_.begin(), flatOrder_.end(), sending);
 }
-
 
 // A slot for the whole step, *out at the payload (after our descriptor when
 // it is due); *out null when the connection has no room yet. A slot that

@@ -121,6 +121,23 @@ int64_t expected(CollKind k, int r, int n, int root, size_t count, size_t i) {
   }
 }
 
+// Progresses every rank's executor in turn until all are done (or 10000
+// rounds); false when one fails (`what` names the run in the failure).
+bool progressAll(std::vector<std::unique_ptr<Executor>>& ex, const std::string& what) {
+  for (int spins = 0; spins < 10000; ++spins) {
+    bool all = true;
+    for (size_t r = 0; r < ex.size(); ++r) {
+      bool moved = false;
+      Status st = ex[r]->progress(&moved);
+      EXPECT_TRUE(st.isOk()) << what << " rank " << r << ": " << st.message();
+      if (!st.isOk()) return false;
+      all = all && ex[r]->done();
+    }
+    if (all) break;
+  }
+  return true;
+}
+
 struct Outcome {
   bool allFlat = true;     // every rank's schedule qualifies
   bool stayedFlat = true;  // and every run stayed on the flat path
@@ -156,17 +173,7 @@ Outcome runAll(const Algorithm& algo, CollKind kind, int n, size_t count, size_t
       Status st = ex[r]->start(*peers[r], check ? &info : nullptr);
       EXPECT_TRUE(st.isOk()) << st.message();
     }
-    for (int spins = 0; spins < 10000; ++spins) {
-      bool all = true;
-      for (int r = 0; r < n; ++r) {
-        bool moved = false;
-        Status st = ex[r]->progress(&moved);
-        EXPECT_TRUE(st.isOk()) << algo.name << " rank " << r << ": " << st.message();
-        if (!st.isOk()) return o;
-        all = all && ex[r]->done();
-      }
-      if (all) break;
-    }
+    if (!progressAll(ex, algo.name)) return o;
     for (int r = 0; r < n; ++r) {
       o.stayedFlat = o.stayedFlat && ex[r]->ranFlat();
       EXPECT_TRUE(ex[r]->done()) << algo.name << " " << collName(kind) << " rank " << r << " never finished";
@@ -284,17 +291,7 @@ bool sendRecvBatches(size_t capacity, size_t depth = 0) {
       Status st = ex[r]->start(*peers[r], &info);
       EXPECT_TRUE(st.isOk()) << st.message();
     }
-    for (int spins = 0; spins < 10000; ++spins) {
-      bool all = true;
-      for (int r = 0; r < n; ++r) {
-        bool moved = false;
-        Status st = ex[r]->progress(&moved);
-        EXPECT_TRUE(st.isOk()) << "rank " << r << ": " << st.message();
-        if (!st.isOk()) return false;
-        all = all && ex[r]->done();
-      }
-      if (all) break;
-    }
+    if (!progressAll(ex, "Send/Recv batch")) return false;
     for (int r = 0; r < n; ++r) {
       EXPECT_TRUE(ex[r]->done()) << "rank " << r << " never finished";
       flat = flat && ex[r]->ranFlat();
