@@ -109,9 +109,10 @@ Status submit(const CollCall& k, ncclComm_t comm) {
   task.key = key;
   if (k.kind == CollKind::kAllToAll && task.args.inPlace) {
     // Blocks are received while others are still being sent: work on a copy.
-    // Not zero-filled first: the copy overwrites every byte.
+    // The copy comes from the communicator's staging pool (reused, and
+    // shared memory a local peer reads by reference).
     size_t bytes = k.count * e * c->nranks();
-    std::shared_ptr<char[]> copy = std::make_shared_for_overwrite<char[]>(bytes);
+    FERRY_ASSIGN(std::shared_ptr<char[]> copy, c->staging().take(bytes));
     std::memcpy(copy.get(), k.sendbuff, bytes);
     task.sendCopy = copy;
     task.sendCopyBytes = bytes;

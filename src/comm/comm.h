@@ -31,6 +31,7 @@
 #include "exec/executor.h"
 #include "exec/plan_cache.h"
 #include "kernels/reduce.h"
+#include "mem/staging.h"
 #include "mem/window.h"
 #include "topology/rails.h"
 #include "transports/transport.h"
@@ -129,6 +130,8 @@ class Comm final : public ConnectionSource {
   // Executors of earlier collectives with the same shape (plan_cache.h).
   PlanCache& plans() { return plans_; }
   RepeatCalls& repeats() { return repeats_; }
+  // The copies in-place AlltoAll and Send/Recv send from (staging.h).
+  mem::StagingPool& staging() { return staging_; }
   const CollFilter& algoFilter() const { return algoFilter_; }
   // What the machine looks like to this communicator; identical on every
   // rank (built once at creation from an allgather).
@@ -209,6 +212,7 @@ class Comm final : public ConnectionSource {
   uint64_t collSeq_ = 0;
   PlanCache plans_;
   RepeatCalls repeats_;
+  mem::StagingPool staging_;
   mem::WindowTable windows_;
 };
 

@@ -164,12 +164,13 @@ void copySends(const std::vector<P2pTask>& p2ps, char* copy, Bind bind) {
 // from a copy taken now. Otherwise a peer reading our send block by
 // reference races our receive into it (undefined data, and 1 MiB took
 // 150-550 us against 83 out of place).
-void sendFromCopy(CommWork* w, const std::vector<P2pTask>& p2ps, std::vector<void*>* bufs) {
+Status sendFromCopy(CommWork* w, const std::vector<P2pTask>& p2ps, std::vector<void*>* bufs) {
   size_t total = 0;
   for (const P2pTask& t : p2ps) total += t.isSend ? t.bytes : 0;
-  std::shared_ptr<char[]> copy = std::make_shared_for_overwrite<char[]>(total);
+  FERRY_ASSIGN(std::shared_ptr<char[]> copy, w->comm->staging().take(total));
   copySends(p2ps, copy.get(), [&](size_t i, char* p) { (*bufs)[i] = p; });
   w->sendCopy = copy;
+  return Status::ok();
 }
 
 P2pKey keyOf(const P2pTask& t) { return P2pKey{t.buf, t.bytes, t.peer, t.isSend}; }
@@ -215,7 +216,7 @@ void rememberP2p(Comm* c, const std::vector<P2pTask>& p2ps, const Executor* e,
 
 // A group's Send/Recv as one executor run: a repeat of the last group, or
 // built (the plan cached by the operations' shape).
-void p2pRun(CommWork* w, const std::vector<P2pTask>& p2ps) {
+Status p2pRun(CommWork* w, const std::vector<P2pTask>& p2ps) {
   Comm* c = w->comm;
   Executor* e = repeatP2p(c, p2ps);
   if (!e) {
@@ -229,7 +230,7 @@ void p2pRun(CommWork* w, const std::vector<P2pTask>& p2ps) {
       bufs.push_back(t.buf);
     }
     bool overlap = sendsOverlapReceives(p2ps);
-    if (overlap) sendFromCopy(w, p2ps, &bufs);
+    if (overlap) FERRY_TRY(sendFromCopy(w, p2ps, &bufs));
     e = c->plans().findP2p(ops);
     if (e) {
       e->rebindBuffers(bufs);
@@ -240,6 +241,7 @@ void p2pRun(CommWork* w, const std::vector<P2pTask>& p2ps) {
     rememberP2p(c, p2ps, e, overlap ? w->sendCopy : nullptr);
   }
   w->runs.push_back(Run{e, nullptr, nullptr, ReduceSpec{}, "Send/Recv", p2pInfo(c), nullptr});
+  return Status::ok();
 }
 
 Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
@@ -264,7 +266,7 @@ Status buildWork(CommWork* w, const std::vector<CollTask>& colls, const std::vec
     t.alltoallv = w->exchange;
     alltoallvRuns(w, t);
   } else if (!p2ps.empty()) {
-    p2pRun(w, p2ps);
+    FERRY_TRY(p2pRun(w, p2ps));
   }
   return Status::ok();
 }
