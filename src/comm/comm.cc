@@ -21,6 +21,7 @@ Comm::Comm(int rank, int nranks, CommConfig config)
   execOptions_.allowRefs = !config::getBool(config::Param::kP2pDisable);
   execOptions_.refThreshold = static_cast<size_t>(
       std::max<int64_t>(1, config::getInt(config::Param::kCmaThreshold)));
+  execOptions_.refAdaptive = !config::isSet(config::Param::kCmaThreshold);
   std::string stream = config::getString(config::Param::kShmStream);
   if (!SlotWrites::parseMode(stream, &execOptions_.slotWrites))
     FERRY_WARN("FERRY_SHM_STREAM=%s is not auto, always or never; using auto", stream.c_str());

@@ -57,6 +57,16 @@ Executor::Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSiz
   for (const Lane& l : schedule_.lanes)
     needsPeers_ = needsPeers_ || std::any_of(l.steps.begin(), l.steps.end(), peerStep);
   flat_ = flatSchedule();
+  size_t candidates = 0, received = 0;
+  for (const Lane& l : schedule_.lanes)
+    for (const Step& s : l.steps) {
+      if (s.recvPeer >= 0) received += s.bytes;
+      if (s.kind == StepKind::kSend && s.sendPeer >= 0 && !s.sendByValue && !s.mappedRefOnly &&
+          s.bytes >= opt_.refThreshold)
+        candidates += s.bytes;
+    }
+  refChoice_.configure(candidates, received, opt_.refAdaptive && opt_.allowRefs,
+                       schedule_.algorithm.c_str());
 }
 
 void Executor::rebind(void* input, void* output, const ReduceSpec& reduce) {
@@ -85,7 +95,7 @@ Status Executor::start(ConnectionSource& source, const OpInfo* info) {
   }
   lanesDone_ = 0;
   if (!refConns_.empty()) refConns_.clear();
-  slotWrites_.beginRun(sendBytes_);
+  slotWrites_.beginRun(sendBytes_, /*quiet=*/refChoice_.beginRun());
   for (const Step& s : schedule_.prologue) {
     if (s.kind == StepKind::kLocalReduce) {
       doLocalReduce(s);
@@ -190,7 +200,7 @@ Status Executor::progressGeneral(bool* progressed) {
   for (Connection* c : pushConns_)
     if (!c->sendsFlushed()) return Status::ok();
   done_ = true;
-  slotWrites_.endRun();
+  endRun();
   *progressed = true;
   return Status::ok();
 }
@@ -442,7 +452,7 @@ bool Executor::forwardsRef(const LaneState& st, int peer, Connection* c, size_t 
 // (perf/README.md, "By value up to 4 MiB"). Memory the peer maps is read in
 // place, one memcpy: by reference from 64 KiB.
 bool Executor::refSized(const void* src, size_t k, bool mappedOnly) const {
-  if (k >= opt_.refThreshold && !mappedOnly) return true;
+  if (k >= opt_.refThreshold && !mappedOnly && refChoice_.atThreshold()) return true;
   mem::SharedRange range;
   return k >= opt_.mappedRefThreshold && mem::lookupShared(src, k, &range);
 }

@@ -27,6 +27,7 @@
 #include "core/status.h"
 #include "exec/op_check.h"
 #include "exec/peer_memory.h"
+#include "exec/ref_choice.h"
 #include "exec/slot_writes.h"
 #include "kernels/reduce.h"
 #include "transports/transport.h"
@@ -65,6 +66,9 @@ struct ReduceSpec {
 struct ExecOptions {
   bool allowRefs = true;          // cross-memory attach allowed (NCCL_P2P_DISABLE=0)
   size_t refThreshold = 4 << 20;  // pieces at least this big travel as references (CMA)
+  // Each executor chooses between refThreshold and by value (ref_choice.h);
+  // false: refThreshold always (FERRY_CMA_THRESHOLD set by the user).
+  bool refAdaptive = true;
   // Pieces inside an ncclMemAlloc block, which the peer maps and reads in
   // place at memcpy speed, travel as references from this size on.
   size_t mappedRefThreshold = 65536;
@@ -155,6 +159,7 @@ class Executor {
   // Whether k bytes at src are large enough to go by reference; with
   // mappedOnly (Step::mappedRefOnly) only if the peer maps them.
   bool refSized(const void* src, size_t k, bool mappedOnly) const;
+  void endRun() { refChoice_.endRun(slotWrites_.endRun()); }
   // Receive side: verify and skip the peer's descriptor in a new piece.
   Status takeDescriptor(LaneState& st, int peer);
   Status advanceLane(size_t lane, bool* progressed, bool sendsOnly = false);
@@ -232,6 +237,7 @@ class Executor {
   int self_ = -1;                    // this rank (for messages)
   size_t lanesDone_ = 0;
   SlotWrites slotWrites_;  // how large pieces go into shared slots
+  RefChoice refChoice_;    // whether large pieces go by reference at all
   size_t sendBytes_ = 0;   // what a run sends (all lanes)
   bool done_ = false;
   bool resolved_ = false;

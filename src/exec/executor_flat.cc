@@ -219,7 +219,7 @@ Status Executor::progressFlat(bool* progressed) {
   for (Connection* c : pushConns_)
     if (!c->sendsFlushed()) return Status::ok();
   done_ = true;
-  slotWrites_.endRun();
+  endRun();
   *progressed = true;
   return Status::ok();
 }

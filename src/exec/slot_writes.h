@@ -37,9 +37,10 @@ class SlotWrites {
   }
   void setMode(Mode m) { mode_ = m; }
 
-  // A run that sends `sendBytes` in all begins.
-  void beginRun(size_t sendBytes) {
-    timed_ = sendBytes >= kTimedBytes;
+  // A run that sends `sendBytes` in all begins. `quiet`: another choice is
+  // on trial in this run (RefChoice): take the way in use, record nothing.
+  void beginRun(size_t sendBytes, bool quiet = false) {
+    timed_ = sendBytes >= kTimedBytes && !quiet;
     bytes_ = sendBytes;
     decided_ = false;
     // From the start: a run that waits for ring room is paced by its reader.
@@ -56,12 +57,15 @@ class SlotWrites {
     }
     return way_ == 1;
   }
-  void endRun() {
-    if (!decided_ || !timed_) return;
+  // Returns whether this run was one of a trial's (its time then says
+  // nothing about other choices made in the run).
+  bool endRun() {
+    if (!decided_ || !timed_) return false;
     decided_ = false;
     auto ns = std::chrono::steady_clock::now() - start_;
     double perByte = double(std::chrono::duration_cast<std::chrono::nanoseconds>(ns).count()) / double(bytes_);
     choice().record(way_, perByte, trial_);
+    return trial_;
   }
   static kernels::TwoWayChoice& choice() {
     static thread_local kernels::TwoWayChoice c;

@@ -206,5 +206,43 @@ TEST(MpRepeatCall, WindowsRegisteredAfterSomeRanksRepeated) {
   EXPECT_RANKS_OK(res);
 }
 
+// Large AlltoAll and Send/Recv pieces go by reference or by value as each
+// rank's executor chooses from its run times (src/exec/ref_choice.h); its
+// trials switch the way mid-stream, and ranks may choose differently. Every
+// round must stay exact through those switches.
+TEST(MpRepeatCall, LargeExchangesExactWhileTheirWayIsChosen) {
+  const std::string& dir = testLogDir("repeat");
+  RunResult res = runRanks(2, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      constexpr size_t kCount = size_t(1) << 20;  // int32 per block: 4 MiB, the threshold
+      std::vector<int32_t> in(kCount * me.nranks), out(kCount * me.nranks), got(kCount);
+      auto value = [](int from, int to, size_t i, int round) {
+        return int32_t(from * 100000000 + to * 10000000 + int(i) + round * 3);
+      };
+      int peer = 1 - me.rank;
+      for (int round = 0; round < 28; ++round) {
+        for (int to = 0; to < me.nranks; ++to)
+          for (size_t i = 0; i < kCount; ++i) in[to * kCount + i] = value(me.rank, to, i, round);
+        MP_NCCL(ncclAlltoAll(in.data(), out.data(), kCount, ncclInt32, me.comm, nullptr));
+        for (int from = 0; from < me.nranks; ++from)
+          for (size_t i = 0; i < kCount; ++i)
+            MP_CHECK(out[from * kCount + i] == value(from, me.rank, i, round),
+                     "AlltoAll round %d block %d element %zu: %d", round, from, i, out[from * kCount + i]);
+        MP_NCCL(ncclGroupStart());
+        MP_NCCL(ncclSend(in.data() + peer * kCount, kCount, ncclInt32, peer, me.comm, nullptr));
+        MP_NCCL(ncclRecv(got.data(), kCount, ncclInt32, peer, me.comm, nullptr));
+        MP_NCCL(ncclGroupEnd());
+        for (size_t i = 0; i < kCount; ++i)
+          MP_CHECK(got[i] == value(peer, me.rank, i, round), "Send/Recv round %d element %zu: %d",
+                   round, i, got[i]);
+      }
+      return 0;
+    });
+  }, loggedOptions(dir, "refchoice", "COLL", {{"FERRY_TIMEOUT_MS", "30000"}}, 120));
+  EXPECT_RANKS_OK(res);
+  // Both ranks tried the other way (8 runs open a choice; 28 passed).
+  EXPECT_EQ(logFilesWith(dir, "refchoice", "reference choice ("), 2);
+}
+
 }  // namespace
 }  // namespace ferry::mp

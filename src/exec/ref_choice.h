@@ -1,0 +1,93 @@
+// Whether an executor's large pieces of ordinary memory go to a local peer
+// by reference (the peer reads our buffer by cross-memory attach: one
+// kernel copy at about half memcpy speed, our core free) or by value (we
+// copy into the ring, the peer copies out: two copies on two cores at
+// memcpy speed, pipelined). Neither wins everywhere, and the winner moves
+// with the collective's shape and with the machine's phase: at 2 ranks by
+// value took 0.58-0.76 of the time of a 4-64 MiB Send/Recv and 0.61-0.71 of
+// a 16-64 MiB Scatter, while at 4 ranks on 2 cores a 16-64 MiB Scatter took
+// 1.29-1.60x by value (its root copies every block; by reference the
+// receivers share the work). perf/README.md, "By reference or by value,
+// chosen per operation".
+//
+// So each executor whose runs send at least kTimedBytes in pieces above the
+// reference threshold chooses for itself from its runs' times: way 0 is the
+// threshold (FERRY_CMA_THRESHOLD's default), way 1 sends every piece of
+// ordinary memory by value. Memory a peer maps (ncclMemAlloc) always goes by
+// reference from its own threshold, and a FERRY_CMA_THRESHOLD the user set
+// is obeyed as it stands.
+//
+// Run times are noisy (4 ranks on 2 cores: context switches), so a way is
+// judged by the median of kSamples runs, after one run that pays for the
+// state the other way left behind, and the other way must be kMargin
+// cheaper to take over. A trial that loses waits twice as long for the
+// next (kMinInterval .. kMaxInterval runs). Ranks choose alone; they run the
+// same executors in the same order, so their trials fall on the same runs,
+// and a mix of ways is still correct.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace ferry {
+
+class RefChoice {
+ public:
+  static constexpr size_t kTimedBytes = size_t(1) << 20;
+  static constexpr int kSamples = 3;
+  static constexpr uint32_t kMinInterval = 16, kMaxInterval = 1024;
+  static constexpr double kMargin = 0.95;
+
+  // `candidateBytes`: what a run sends in steps that may go by reference at
+  // the threshold; `recvBytes`: what it receives; `adaptive`: choose (else
+  // always the threshold). Only a rank that receives as much times the
+  // whole exchange: a rank that only sends (a Scatter root) finishes a run
+  // by value as soon as its last piece is in the ring and runs ahead, so
+  // its own times favour by value while its peers pay (4 ranks, 64 MiB: the
+  // root's runs took 3.0-3.8 ms by value against 4.0-5.7 by reference, the
+  // collective 6.1 ms against 5.0).
+  // `label` names the operation in the log line of each trial's verdict.
+  void configure(size_t candidateBytes, size_t recvBytes, bool adaptive, const char* label = "") {
+    active_ = adaptive && candidateBytes >= kTimedBytes && recvBytes >= kTimedBytes;
+    label_ = label;
+    bytes_ = candidateBytes;
+  }
+  // A run begins. Returns whether it tries the other way: the ring's store
+  // choice (SlotWrites) then stays quiet, so the time measures this one.
+  bool beginRun();
+  // Whether this run sends pieces at or above the threshold by reference.
+  bool atThreshold() const { return !active_ || way_ == 0; }
+  // The run ended. `otherTrial`: the ring's store choice was on trial in it
+  // (never in one of our trials), so its time is not this way's usual cost.
+  void endRun(bool otherTrial);
+  // endRun's bookkeeping for a run of `us` microseconds (tests call it
+  // directly with chosen times).
+  void recordRun(double us, bool otherTrial);
+  bool active() const { return active_; }
+  int way() const { return mode_; }  // the way in use (0: threshold, 1: by value)
+
+ private:
+  struct Samples {  // the last kSamples run times of one way
+    double t[kSamples] = {};
+    int n = 0;
+    void add(double v) { t[n++ % kSamples] = v; }
+    bool full() const { return n >= kSamples; }
+    double median() const;
+  };
+  void judge();
+
+  bool active_ = false;
+  const char* label_ = "";
+  size_t bytes_ = 0;
+  int mode_ = 0;            // the way in use
+  int way_ = 0;             // this run's way
+  int trialRuns_ = 0;       // runs of the current trial so far (0: none)
+  bool skipNext_ = true;    // the next run's time pays for a change of way
+  uint32_t sinceTrial_ = 0;
+  uint32_t interval_ = 0;   // 0: the opening trial comes once `used_` is full
+  Samples used_, trial_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace ferry
