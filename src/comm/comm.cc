@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdint>
 #include <fstream>
 #include <set>
 
@@ -13,6 +14,17 @@
 #include "core/wait.h"
 
 namespace ferry {
+namespace {
+
+// FERRY_COPY_STREAM_BYTES: -1 (auto) a quarter of the last-level cache.
+size_t streamCopyBytes(int64_t setting) {
+  if (setting == 0) return SIZE_MAX;
+  if (setting > 0) return static_cast<size_t>(setting);
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return l3 > 0 ? std::max<size_t>(size_t(l3) / 4, size_t(1) << 20) : size_t(8) << 20;
+}
+
+}  // namespace
 
 Comm::Comm(int rank, int nranks, CommConfig config)
     : rank_(rank), nranks_(nranks), config_(std::move(config)) {
@@ -22,6 +34,7 @@ Comm::Comm(int rank, int nranks, CommConfig config)
   execOptions_.refThreshold = static_cast<size_t>(
       std::max<int64_t>(1, config::getInt(config::Param::kCmaThreshold)));
   execOptions_.refAdaptive = !config::isSet(config::Param::kCmaThreshold);
+  execOptions_.streamCopyBytes = streamCopyBytes(config::getInt(config::Param::kCopyStreamBytes));
   std::string stream = config::getString(config::Param::kShmStream);
   if (!SlotWrites::parseMode(stream, &execOptions_.slotWrites))
     FERRY_WARN("FERRY_SHM_STREAM=%s is not auto, always or never; using auto", stream.c_str());
