@@ -1,7 +1,5 @@
 #include "comm/comm.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <cstdint>
@@ -16,12 +14,28 @@
 namespace ferry {
 namespace {
 
+// The last-level cache this CPU shares, from sysfs. Not sysconf: in a VM
+// glibc reports the host's whole L3 (384 MiB here, where the guest's
+// cores share 32 MiB). 0 when unknown.
+size_t lastLevelCacheBytes() {
+  size_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    size_t kib = 0;
+    char unit = 0;
+    if (!(f >> kib >> unit)) break;
+    size_t bytes = unit == 'M' ? kib << 20 : unit == 'K' ? kib << 10 : kib;
+    best = std::max(best, bytes);  // the highest level is the largest
+  }
+  return best;
+}
+
 // FERRY_COPY_STREAM_BYTES: -1 (auto) a quarter of the last-level cache.
 size_t streamCopyBytes(int64_t setting) {
   if (setting == 0) return SIZE_MAX;
   if (setting > 0) return static_cast<size_t>(setting);
-  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return l3 > 0 ? std::max<size_t>(size_t(l3) / 4, size_t(1) << 20) : size_t(8) << 20;
+  size_t llc = lastLevelCacheBytes();
+  return llc > 0 ? std::max<size_t>(llc / 4, size_t(1) << 20) : size_t(8) << 20;
 }
 
 }  // namespace
