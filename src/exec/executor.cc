@@ -407,7 +407,9 @@ Status Executor::doRecv(LaneState& st, const Step& s, bool* progressed) {
     size_t k = st.piece.size - st.consumed;
     char* dst = ptr(s.dst) + st.recvOff;
     FERRY_ASSIGN(const char* in, pieceData(st, c, k, dst));
-    if (in != dst) std::memcpy(dst, in, k);
+    // A step larger than its share of the cache: its output goes past it
+    // too, piece by piece (doCopy says why).
+    if (in != dst) copyOut(s.bytes >= opt_.streamCopyBytes, dst, in, k);
     FERRY_TRY(consume(st, c, k));
     st.recvOff += k;
     *progressed = true;
