@@ -207,11 +207,14 @@ TEST(MpShmRing, OddShapeIsExact) {
 // =always, from 64 bytes on, all by value): every collective exact, with
 // sizes that leave partial lines at the ends and every kind of step that
 // writes a slot (send, reduce-and-send with and without a copy kept, Avg's
-// final division, PreMulSum's scaled first step, copy-and-send).
+// final division, PreMulSum's scaled first step, copy-and-send). Local
+// copies and receive steps stream from 64 bytes on as well
+// (FERRY_COPY_STREAM_BYTES): a rank's own block, pieces copied out of a ring.
 TEST(MpShmRing, StreamedStoresAreExact) {
   RunOptions o = opts(180);
   o.env["FERRY_SHM_STREAM"] = "always";
   o.env["FERRY_SHM_STREAM_BYTES"] = "64";
+  o.env["FERRY_COPY_STREAM_BYTES"] = "64";
   o.env["FERRY_CMA_THRESHOLD"] = "1073741824";
   RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
     return withComm(rank, n, id, [](const Rank& me) {
