@@ -74,8 +74,8 @@ struct ExecOptions {
   // place at memcpy speed, travel as references from this size on.
   size_t mappedRefThreshold = 65536;
   size_t refChunk = 1 << 20;      // forward referenced data in parts of this size
-  // Local copies (doCopy) at least this large go past the cache
-  // (FERRY_COPY_STREAM_BYTES); SIZE_MAX: never.
+  // Local copies (doCopy) and receive steps at least this large write
+  // their output past the cache (FERRY_COPY_STREAM_BYTES); SIZE_MAX: never.
   size_t streamCopyBytes = SIZE_MAX;
   size_t tempBytes = 1 << 18;     // scratch for reducing referenced data
   SlotWrites::Mode slotWrites = SlotWrites::Mode::kAuto;  // FERRY_SHM_STREAM
