@@ -34,7 +34,7 @@ size_t lastLevelCacheBytes() {
 size_t streamCopyBytes(int64_t setting) {
   if (setting == 0) return SIZE_MAX;
   if (setting > 0) return static_cast<size_t>(setting);
-  size_t llc = lastLevelCacheBytes();
+  static const size_t llc = lastLevelCacheBytes();  // sysfs once, not per communicator
   return llc > 0 ? std::max<size_t>(llc / 4, size_t(1) << 20) : size_t(8) << 20;
 }
 

@@ -48,23 +48,23 @@ Executor::Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSiz
     buffers_.resize(kScratchBuf + 1, nullptr);
     buffers_[kScratchBuf] = scratch_.data();
   }
+  // What a run sends and receives, and what of it may go by reference at
+  // the threshold (ref_choice.h), in one walk over the steps.
+  size_t candidates = 0, received = 0;
   for (const Lane& l : schedule_.lanes)
-    for (const Step& s : l.steps)
+    for (const Step& s : l.steps) {
       if (s.sendPeer >= 0) sendBytes_ += s.bytes;
+      if (s.recvPeer >= 0) received += s.bytes;
+      if (s.kind == StepKind::kSend && s.sendPeer >= 0 && !s.sendByValue && !s.mappedRefOnly &&
+          s.bytes >= opt_.refThreshold)
+        candidates += s.bytes;
+    }
   auto peerStep = [](const Step& s) {
     return s.kind == StepKind::kBarrier || s.src.peer >= 0 || s.dst.peer >= 0;
   };
   for (const Lane& l : schedule_.lanes)
     needsPeers_ = needsPeers_ || std::any_of(l.steps.begin(), l.steps.end(), peerStep);
   flat_ = flatSchedule();
-  size_t candidates = 0, received = 0;
-  for (const Lane& l : schedule_.lanes)
-    for (const Step& s : l.steps) {
-      if (s.recvPeer >= 0) received += s.bytes;
-      if (s.kind == StepKind::kSend && s.sendPeer >= 0 && !s.sendByValue && !s.mappedRefOnly &&
-          s.bytes >= opt_.refThreshold)
-        candidates += s.bytes;
-    }
   refChoice_.configure(candidates, received, opt_.refAdaptive && opt_.allowRefs,
                        schedule_.algorithm.c_str());
 }
