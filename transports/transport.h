@@ -111,7 +111,9 @@ class Connection {
   virtual Status readRef(const RecvPiece& piece, size_t offset, void* dst, size_t bytes);
   virtual Status releaseRecv() = 0;
 
-  // True when the peer has consumed every piece committed so far.
+  // True when the peer has consumed every reference sent so far (and, for
+  // a transport that says no more, every piece: pieces copied into a ring
+  // need not be waited for).
   virtual bool sendsDrained() = 0;
 
   // True when every committed piece will reach the peer without further

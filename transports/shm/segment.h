@@ -8,12 +8,23 @@
 // another on line pairs (a byte ring, not fixed slots): an 8-byte piece is
 // one 128-byte record, so small messages queue thousands deep in the same
 // memory (8 deep with 128 KiB slots before: a Broadcast root could run only
-// 8 operations ahead of its receivers). The producer publishes `tail` (bytes
-// written, absolute) after the records; the consumer reads records below it
-// and publishes `head` as it releases them; the producer reads `head` only
-// when its cached view of the free space runs out. A record's first word is
-// its stamp, its absolute position + 1: a consistency check (a record that
-// does not carry the stamp its position predicts is an error, not data).
+// 8 operations ahead of its receivers).
+//
+// A record's first word is its stamp, (absolute position + 1) XOR the
+// segment's random key, stored last: the consumer polls the stamp of the
+// record it expects next, so each small piece moves one line between the
+// cores. (It polled a `tail` counter before: two contended lines per piece,
+// and a Broadcast root on another core complex than its receiver waited on
+// both; 2-rank 8 B 0.24 -> 0.17 us.) No earlier record carries the stamp a
+// position expects (positions only grow), nor does fresh memory (the key's
+// top bit is set); stale payload bytes could only pass for a record if they
+// held exactly that 64-bit value, which depends on the key no payload knows
+// (a chance of 2^-64 per position and lap for bytes not chosen against it).
+// The producer still publishes `tail` (bytes written, absolute) after its
+// records, for the consumer's occasional consistency check (a record the
+// tail covers must carry its stamp), and the consumer publishes `head` as it
+// releases records, in batches (kHeadBatch); the producer reads `head` only
+// when its cached view of the free space runs out.
 #pragma once
 
 #include <atomic>
@@ -22,7 +33,7 @@
 
 namespace ferry::shm {
 
-constexpr uint64_t kSegmentMagic = 0x6665727279736d32ULL;  // "ferrysm2" (byte ring)
+constexpr uint64_t kSegmentMagic = 0x6665727279736d33ULL;  // "ferrysm3" (keyed stamps)
 constexpr size_t kLine = 64;
 // Records start on line pairs: the adjacent-line prefetcher fetches pairs,
 // and a consumer reading one record must not pull in the line the producer
@@ -41,6 +52,7 @@ struct alignas(64) SegmentHeader {
   uint64_t probeValue;
   std::atomic<uint32_t> canRead[2];  // side i can read side 1-i's memory: 0 unknown, 1 yes, 2 no
   std::atomic<uint32_t> failed[2];   // side i gave up
+  uint64_t stampKey;                 // random, top bit set (RecordHeader::stamp)
 };
 
 struct alignas(64) RingControl {
@@ -60,7 +72,7 @@ enum RecordKind : uint32_t { kInline = 0, kRef = 1, kSharedRef = 2, kSkip = 3, k
 // The first 16 bytes of every record; a reference's fields follow at once
 // (RefFields), inline payload at kPayloadOffset. Records are whole line pairs.
 struct RecordHeader {
-  std::atomic<uint64_t> stamp;  // absolute position + 1
+  std::atomic<uint64_t> stamp;  // (absolute position + 1) ^ SegmentHeader::stampKey
   uint32_t size;                // payload bytes (inline or referenced)
   uint32_t kind;                // RecordKind
 };
@@ -75,6 +87,13 @@ constexpr size_t kNearPayload = kLine - kRecordHeader;  // an 8 B piece and its 
 // the consumer instead of splitting pieces into slivers, and a record that
 // would start within this much of the ring's end starts over at 0.
 constexpr size_t kMinPayload = 4096 - kPayloadOffset;
+// The consumer publishes `head` once this many bytes are released, when it
+// finds the ring empty, and at once after a reference (its producer waits
+// for that one: sendsDrained). A store per record kept the head's line
+// moving between the cores whenever a producer ahead of its consumer found
+// the ring full and polled it. The bytes released but not yet published are
+// at most this many, so usableBytes counts them as lost.
+constexpr size_t kHeadBatch = 4096;
 
 struct RefFields {
   uint64_t addr;
@@ -92,16 +111,21 @@ inline size_t recordBytes(size_t payload) {
 
 inline size_t ringBytes(uint32_t slots, uint32_t slotBytes) { return size_t(slots) * slotBytes; }
 
+// A stamp key as the segment's creator draws it: random, top bit set.
+uint64_t newStampKey();
+
 // Payload bytes the ring surely holds at once, for the "a step fits in half
 // the FIFO" rule that keeps rings deadlock-free. Two steps written with
 // nothing consumed lose to: one wrap's skip (< 4 KiB), the free 4 KiB the
 // last slot request needs however small its piece, and each record's header
 // and alignment (pieces of at least kMinPayload but each step's last, plus a
-// descriptor per step). Rings below kMinRingBytes are not supported.
+// descriptor per step), and the consumer's unpublished releases
+// (kHeadBatch). Rings below kMinRingBytes are not supported.
 constexpr size_t kMinRingBytes = 32768;
 inline size_t usableBytes(uint32_t slots, uint32_t slotBytes) {
   size_t ring = ringBytes(slots, slotBytes);
-  size_t overhead = 2 * recordBytes(kMinPayload) + (ring / kMinPayload + 6) * (kPayloadOffset + kRecordAlign);
+  size_t overhead = 2 * recordBytes(kMinPayload) + kHeadBatch +
+                    (ring / kMinPayload + 6) * (kPayloadOffset + kRecordAlign);
   return ring > 2 * overhead ? ring - overhead : ring / 4;
 }
 

@@ -58,6 +58,11 @@ class ShmConnection : public Connection {
   // Stamps the record at the placed position (and the skip before it).
   void publish(const Placement& p, size_t payload, uint32_t kind);
   void probePeer();
+  void showHead();  // publish recvHead_ to the producer
+  uint64_t stampAt(uint64_t pos) const { return (pos + 1) ^ key_; }
+  // Nothing at the expected record: fine, unless the producer's tail says
+  // that record was published (checked every kTailCheckEvery empty polls).
+  Status nothingYet(const RecordHeader* h);
   Status peerFailed() const;
   Status badRecord(const RecordHeader* h) const;
   // The peer's allocation named by a kSharedRef record, mapped here; null
@@ -79,7 +84,12 @@ class ShmConnection : public Connection {
   char* inRing_;
   Placement pending_;    // trySend's placement, used by commitSend
   uint64_t sendTail_ = 0, sendHeadSeen_ = 0;  // absolute byte positions
-  uint64_t recvHead_ = 0, recvTailSeen_ = 0;
+  uint64_t recvHead_ = 0;
+  uint64_t recvHeadShown_ = 0;  // what in_->head says (kHeadBatch)
+  uint64_t key_;                // the segment's stamp key
+  uint32_t emptyPolls_ = 0;     // since the last tail check (tryRecv)
+  uint64_t refsEnd_ = 0;        // sendTail_ after our last reference (sendsDrained)
+  bool recvIsRef_ = false;      // the record tryRecv showed refers to the producer's memory
   size_t sendPos_ = 0, recvPos_ = 0;  // the same modulo ring_ (no division per piece)
   size_t recvLen_ = 0;   // bytes of the record tryRecv showed
   size_t streamFrom_;    // FERRY_SHM_STREAM_BYTES (SendSlot::streamFrom)

@@ -15,7 +15,7 @@ ShmConnection::ShmConnection(void* base, size_t bytes, int side, int peerRank, b
                              bool created, std::string name)
     : hdr_(static_cast<SegmentHeader*>(base)), bytes_(bytes), side_(side), peer_(peerRank),
       allowRefs_(allowRefs), created_(created), name_(std::move(name)), slots_(hdr_->slots),
-      slotBytes_(hdr_->slotBytes), ring_(ringBytes(slots_, slotBytes_)),
+      slotBytes_(hdr_->slotBytes), ring_(ringBytes(slots_, slotBytes_)), key_(hdr_->stampKey),
       streamFrom_(static_cast<size_t>(
           std::max<int64_t>(0, config::getInt(config::Param::kShmStreamBytes)))) {
   out_ = ringControl(base, side_, slots_, slotBytes_);
@@ -58,12 +58,10 @@ RecordHeader* ShmConnection::sendRecord(size_t skip) const {
   return reinterpret_cast<RecordHeader*>(outRing_ + (skip ? 0 : sendPos_));
 }
 
-// Stamp the record, then the skip before it, then publish the tail: the
-// consumer reads only below the tail, so it never mistakes an earlier lap's
-// bytes for a record nor follows a skip to a record not yet written. The
-// consumer polls the tail's line, not the record's: polling the line the
-// producer is filling pulled it back and forth between the cores (2-rank
-// 8 B SendRecv ~10% slower in one A/B; the difference is near the noise).
+// Stamp the record, then the skip before it (the consumer follows a skip
+// only to a record already written), then publish the tail. Each stamp is
+// stored last in its record, with release: the consumer that sees it sees
+// the record.
 void ShmConnection::publish(const Placement& p, size_t payload, uint32_t kind) {
   uint64_t at = sendTail_ + p.skip;
   size_t len = kind == kInline || kind == kInlineNear ? recordBytes(payload) : kRecordAlign;
@@ -72,12 +70,12 @@ void ShmConnection::publish(const Placement& p, size_t payload, uint32_t kind) {
   RecordHeader* h = sendRecord(p.skip);
   h->size = static_cast<uint32_t>(payload);
   h->kind = kind;
-  h->stamp.store(at + 1, std::memory_order_relaxed);
+  h->stamp.store(stampAt(at), std::memory_order_release);
   if (p.skip) {
     RecordHeader* s = sendRecord(0);
     s->size = 0;
     s->kind = kSkip;
-    s->stamp.store(sendTail_ + 1, std::memory_order_relaxed);
+    s->stamp.store(stampAt(sendTail_), std::memory_order_release);
   }
   sendTail_ = at + len;
   sendPos_ = end;
@@ -132,6 +130,7 @@ Status ShmConnection::sendRef(const void* src, size_t bytes, bool* accepted) {
     r->fileOffset = range.fileOffset;
   }
   publish(p, bytes, kind);
+  refsEnd_ = sendTail_;
   *accepted = true;
   return Status::ok();
 }
@@ -162,17 +161,29 @@ Status ShmConnection::badRecord(const RecordHeader* h) const {
                        std::to_string(recvPos_) + " of " + name_ + ")");
 }
 
+Status ShmConnection::nothingYet(const RecordHeader* h) {
+  // Reading the tail on every poll would make its line move with each
+  // piece again; a corrupt record only needs to be found, not found at once.
+  constexpr uint32_t kTailCheckEvery = 64;
+  if (recvHeadShown_ != recvHead_) showHead();  // all read: the producer may see it all
+  if (++emptyPolls_ >= kTailCheckEvery) {
+    emptyPolls_ = 0;
+    // The tail is stored after the stamps it covers: read in this order, a
+    // covered record that still lacks its stamp never will have it.
+    if (in_->tail.load(std::memory_order_acquire) > recvHead_ &&
+        h->stamp.load(std::memory_order_acquire) != stampAt(recvHead_))
+      return badRecord(h);
+  }
+  return peerFailed();
+}
+
 Status ShmConnection::tryRecv(RecvPiece* out) {
   *out = RecvPiece{};
   if (!probed_) probePeer();
-  if (recvHead_ == recvTailSeen_) {
-    recvTailSeen_ = in_->tail.load(std::memory_order_acquire);
-    if (recvHead_ == recvTailSeen_) return peerFailed();
-  }
   const RecordHeader* h;
   for (;;) {
     h = reinterpret_cast<const RecordHeader*>(inRing_ + recvPos_);
-    if (h->stamp.load(std::memory_order_relaxed) != recvHead_ + 1) return badRecord(h);
+    if (h->stamp.load(std::memory_order_acquire) != stampAt(recvHead_)) return nothingYet(h);
     if (h->kind != kSkip) break;
     recvHead_ += ring_ - recvPos_;
     recvPos_ = 0;
@@ -181,6 +192,7 @@ Status ShmConnection::tryRecv(RecvPiece* out) {
   const char* body = reinterpret_cast<const char*>(h) + kRecordHeader;  // a reference's fields
   out->ready = true;
   out->size = h->size;
+  recvIsRef_ = h->kind == kRef || h->kind == kSharedRef;
   if (h->kind == kInline || h->kind == kInlineNear) {
     bool near = h->kind == kInlineNear;
     if (h->size > (near ? kNearPayload : slotBytes_) || pos + recordBytes(h->size) > ring_)
@@ -250,13 +262,20 @@ Status ShmConnection::releaseRecv() {
   recvPos_ += recvLen_;
   if (recvPos_ == ring_) recvPos_ = 0;
   recvLen_ = 0;
-  in_->head.store(recvHead_, std::memory_order_release);
+  if (recvIsRef_ || recvHead_ - recvHeadShown_ >= kHeadBatch) showHead();
   return Status::ok();
 }
 
+void ShmConnection::showHead() {
+  recvHeadShown_ = recvHead_;
+  in_->head.store(recvHead_, std::memory_order_release);
+}
+
+// Inline pieces need not be waited for (the ring holds them), and the
+// consumer publishes its head in batches: only references are waited on.
 bool ShmConnection::sendsDrained() {
   if (!probed_) probePeer();
-  return out_->head.load(std::memory_order_acquire) == sendTail_;
+  return out_->head.load(std::memory_order_acquire) >= refsEnd_;
 }
 
 // The creator of a segment that the peer has not mapped yet unlinks it when

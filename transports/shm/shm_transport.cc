@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <random>
 
 #include "core/config.h"
 #include "core/log.h"
@@ -69,6 +71,7 @@ Result<void*> createSegment(const std::string& name, int side, uint32_t slots, u
   h->pid[side] = getpid();
   h->probeAddr[side] = reinterpret_cast<uint64_t>(&kProbeWord);
   h->probeValue = kProbeWord;
+  h->stampKey = newStampKey();
   for (int d = 0; d < 2; ++d) new (ringControl(base, d, slots, slotBytes)) RingControl();
   h->ready.store(1, std::memory_order_release);
   return base;
@@ -113,6 +116,15 @@ Result<std::pair<void*, size_t>> attachSegment(const CommContext& ctx, const std
 }
 
 }  // namespace
+
+uint64_t newStampKey() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof(v), 0) != static_cast<ssize_t>(sizeof(v))) {
+    std::random_device rd;
+    v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }
+  return v | (uint64_t(1) << 63);
+}
 
 Status ShmTransport::setup(const CommContext&, PeerInfo*) { return Status::ok(); }
 

@@ -1,8 +1,8 @@
 // The shared-memory byte ring (transports/shm/segment.h): pieces of any size
 // arrive whole and in order across many laps, an 8-byte piece costs one
 // 128-byte record, stale bytes of an earlier lap never pass for a record (the
-// payloads below are filled with exactly the stamps a later lap expects;
-// the consumer must stop at the producer's tail),
+// payloads below are filled with exactly the stamps a later lap would expect
+// without the segment's key: with a key of 0 they pass and the test fails),
 // and a malformed record is an error, not a crash. Both ends are
 // ShmConnections on one memfd mapped twice, as two processes map it.
 #include <gtest/gtest.h>
@@ -34,13 +34,16 @@ class RingPair {
     h->magic = kSegmentMagic;
     h->slots = slots;
     h->slotBytes = slotBytes;
+    h->stampKey = newStampKey();
     for (int d = 0; d < 2; ++d) new (ringControl(a, d, slots, slotBytes)) RingControl();
     ring = ringBytes(slots, slotBytes);
-    txRing = ringData(ringControl(a, 0, slots, slotBytes));
+    txControl = ringControl(a, 0, slots, slotBytes);
+    txRing = ringData(txControl);
     tx = std::make_unique<ShmConnection>(a, bytes_, 0, 1, false, false, "tx");
     rx = std::make_unique<ShmConnection>(b, bytes_, 1, 0, false, false, "rx");
   }
   size_t ring = 0;
+  RingControl* txControl = nullptr;
   char* txRing = nullptr;  // side 0's ring, as side 0 maps it
   std::unique_ptr<ShmConnection> tx, rx;
 
@@ -136,7 +139,6 @@ TEST(ShmRing, SmallPiecesTakeOneRecordEach) {
   }
   // Everything but the minimum free space for a slot holds 128-byte records.
   EXPECT_GE(queued, (pair.ring - 4096) / kRecordAlign);
-  EXPECT_FALSE(pair.tx->sendsDrained());
   for (size_t i = 0; i < queued; ++i) {
     RecvPiece p;
     ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
@@ -147,7 +149,50 @@ TEST(ShmRing, SmallPiecesTakeOneRecordEach) {
     ASSERT_EQ(v, i);
     ASSERT_TRUE(pair.rx->releaseRecv().isOk());
   }
+}
+
+// The consumer publishes its head every kHeadBatch bytes and when it finds
+// the ring empty, not per record; a reference is published at once, and only
+// references are waited for (sendsDrained).
+TEST(ShmRing, HeadIsPublishedInBatchesAndAtOnceAfterAReference) {
+  RingPair pair(8, 131072);
+  const std::atomic<uint64_t>& head = pair.txControl->head;
+  constexpr size_t kPerBatch = kHeadBatch / kRecordAlign;
+  for (size_t i = 0; i < 3 * kPerBatch; ++i) {
+    SendSlot slot;
+    ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
+    ASSERT_NE(slot.data, nullptr);
+    ASSERT_TRUE(pair.tx->commitSend(8).isOk());
+  }
+  EXPECT_TRUE(pair.tx->sendsDrained()) << "inline pieces are not waited for";
+  RecvPiece p;
+  for (size_t i = 0; i < kPerBatch + 1; ++i) {
+    ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+    ASSERT_TRUE(p.ready);
+    ASSERT_TRUE(pair.rx->releaseRecv().isOk());
+    EXPECT_EQ(head.load(), i + 1 < kPerBatch ? 0 : kHeadBatch) << "after " << i + 1 << " records";
+  }
+  std::vector<char> big(4096, 'r');
+  bool accepted = false;
+  ASSERT_TRUE(pair.tx->sendRef(big.data(), big.size(), &accepted).isOk());
+  ASSERT_TRUE(accepted);
+  EXPECT_FALSE(pair.tx->sendsDrained()) << "a reference not yet read";
+  while (!p.isRef) {
+    ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+    ASSERT_TRUE(p.ready);
+    ASSERT_TRUE(pair.rx->releaseRecv().isOk());
+  }
+  EXPECT_EQ(head.load(), (3 * kPerBatch + 1) * kRecordAlign) << "published with the reference";
   EXPECT_TRUE(pair.tx->sendsDrained());
+  SendSlot slot;
+  ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
+  ASSERT_TRUE(pair.tx->commitSend(8).isOk());
+  ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+  ASSERT_TRUE(pair.rx->releaseRecv().isOk());
+  EXPECT_EQ(head.load(), (3 * kPerBatch + 1) * kRecordAlign);
+  ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+  EXPECT_FALSE(p.ready);
+  EXPECT_EQ(head.load(), (3 * kPerBatch + 2) * kRecordAlign) << "published on finding the ring empty";
 }
 
 TEST(ShmRing, ReferencesInterleaveWithInlinePieces) {
@@ -314,11 +359,20 @@ TEST(ShmRing, MalformedRecordIsAnError) {
   h->size = 1 << 20;
   EXPECT_FALSE(pair.rx->tryRecv(&p).isOk());
   h->size = 8;
-  h->stamp.store(12345);  // not the stamp its position predicts
-  s = pair.rx->tryRecv(&p);
-  EXPECT_FALSE(s.isOk());
+  uint64_t stamp = h->stamp.load();
+  h->stamp.store(12345);  // not the stamp its position predicts: looks like nothing yet,
+  s = Status::ok();       // until the consumer checks the producer's tail
+  int polls = 0;
+  for (; polls < 1000 && s.isOk(); ++polls) {
+    s = pair.rx->tryRecv(&p);
+    if (s.isOk()) {
+      EXPECT_FALSE(p.ready);
+    }
+  }
+  EXPECT_FALSE(s.isOk()) << "a published record without its stamp went unnoticed";
   EXPECT_NE(s.message().find("malformed record"), std::string::npos) << s.message();
-  h->stamp.store(1);
+  EXPECT_GT(polls, 1) << "the tail is read on every empty poll";
+  h->stamp.store(stamp);
   ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
   EXPECT_TRUE(p.ready);
 }
