@@ -58,6 +58,25 @@ RecordHeader* ShmConnection::sendRecord(size_t skip) const {
   return reinterpret_cast<RecordHeader*>(outRing_ + (skip ? 0 : sendPos_));
 }
 
+// Ask for the line the next record goes to in the state a write needs,
+// now, while this rank goes back to its caller. A consumer that keeps up
+// polls each record's line before the record is written; the write then
+// waits for ownership of it, and every later store waits behind that one
+// (stores leave in order): a 2-rank 8 B Broadcast root on another core
+// complex than its receiver waited so on every piece (0.17-0.21 us per op
+// without this, 0.09-0.12 with it, Open MPI 0.11; in the fast state 0.05-0.06
+// either way). The consumer polls that line only after taking the record
+// before it, so the next write usually finds the line still ours.
+namespace {
+inline void claimLine(const void* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetchw (%0)" ::"r"(p));  // a hint: a no-op where unsupported
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
+}  // namespace
+
 // Stamp the record, then the skip before it (the consumer follows a skip
 // only to a record already written), then publish the tail. Each stamp is
 // stored last in its record, with release: the consumer that sees it sees
@@ -80,6 +99,7 @@ void ShmConnection::publish(const Placement& p, size_t payload, uint32_t kind) {
   sendTail_ = at + len;
   sendPos_ = end;
   out_->tail.store(sendTail_, std::memory_order_release);
+  if (ring_ - (sendTail_ - sendHeadSeen_) >= kRecordAlign) claimLine(outRing_ + sendPos_);
 }
 
 // A piece the caller says is small goes in the header's line: the consumer
