@@ -26,12 +26,12 @@ void Executor::armChecks(ConnectionSource& source, const OpInfo& info) {
     PeerCheck& pc = check_[peer];
     if (pc.sendBytes > 0) {
       pc.out.pairSeq = source.nextPairSeq(peer, true);
-      pc.out.collSeq = info.collSeq;
+      pc.out.collSeq = static_cast<uint32_t>(info.collSeq);
       pc.sendPending = true;
     }
     if (pc.recvBytes > 0) {
       pc.expect.pairSeq = source.nextPairSeq(peer, false);
-      pc.expect.collSeq = info.collSeq;
+      pc.expect.collSeq = static_cast<uint32_t>(info.collSeq);
       pc.recvPending = true;
     }
   }

@@ -28,7 +28,7 @@ OpDescriptor makeDescriptor(const OpInfo& info, uint32_t pairSeq, uint64_t bytes
   OpDescriptor d;
   d.magic = kOpDescriptorMagic;
   d.pairSeq = pairSeq;
-  d.collSeq = info.collSeq;
+  d.collSeq = static_cast<uint32_t>(info.collSeq);
   d.count = info.count;
   d.bytes = bytes;
   d.kind = static_cast<uint8_t>(info.kind);

@@ -82,7 +82,7 @@ static_assert(kRecordHeader == 16);
 // the ring stay 64-byte aligned (a 128 KiB memcpy 16 bytes off a line ran
 // ~10% slower here). A small piece still takes one 128-byte record.
 constexpr size_t kPayloadOffset = kLine;
-constexpr size_t kNearPayload = kLine - kRecordHeader;  // an 8 B piece and its 40 B descriptor
+constexpr size_t kNearPayload = kLine - kRecordHeader;  // a 16 B piece and its 32 B descriptor
 // The smallest payload a slot is offered for: below it the sender waits for
 // the consumer instead of splitting pieces into slivers, and a record that
 // would start within this much of the ring's end starts over at 0.

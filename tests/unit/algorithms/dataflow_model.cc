@@ -25,7 +25,7 @@ DataflowModel::Wire& DataflowModel::wire(int from, int to) {
 size_t DataflowModel::room(int from, int to) {
   Wire& w = wire(from, to);
   if (w.q.size() >= w.shape.slots) return 0;
-  return w.shape.slotElems - (w.first ? 5 : 0);  // the 40-byte descriptor
+  return w.shape.slotElems - (w.first ? 4 : 0);  // the 32-byte descriptor
 }
 
 void DataflowModel::push(int from, int to, std::vector<Sym> piece) {

@@ -311,7 +311,7 @@ bool sendRecvBatches(size_t capacity, size_t depth = 0) {
 TEST(ExecutorFlat, SendRecvBatchesRunInOnePassAndExact) {
   EXPECT_TRUE(sendRecvBatches(4096));
   EXPECT_TRUE(sendRecvBatches(4096, 1));  // one piece in flight per direction: sends wait for room
-  EXPECT_FALSE(sendRecvBatches(48));  // 40 bytes and a 40-byte descriptor: handed over
+  EXPECT_FALSE(sendRecvBatches(48));  // 40 bytes and a 32-byte descriptor: handed over
 }
 
 // A batch that receives from itself, the receive listed first: one pass

@@ -300,7 +300,7 @@ TEST(ShmRing, AnnouncedSmallPiecesShareTheHeaderLine) {
 
 // What the ring reports as its size for the "a step fits in half of it"
 // rule (usableBytes) must hold two such steps, written as the executor
-// writes them (each piece as large as the slot offered, a 40-byte
+// writes them (each piece as large as the slot offered, a 32-byte
 // descriptor first), from any starting position, with nothing consumed.
 TEST(ShmRing, TwoHalfStepsFitWhateverTheShape) {
   // Every shape the transport makes: a multiple of 128 bytes per slot,
@@ -325,10 +325,10 @@ TEST(ShmRing, TwoHalfStepsFitWhateverTheShape) {
       }
       for (int s = 0; s < 2; ++s) {
         SendSlot d;
-        d.hint = 40;
+        d.hint = 32;  // the operation descriptor
         ASSERT_TRUE(pair.tx->trySend(&d).isOk());
         ASSERT_NE(d.data, nullptr) << slots << "x" << slotBytes << " lead " << lead << " step " << s;
-        ASSERT_TRUE(pair.tx->commitSend(40).isOk());
+        ASSERT_TRUE(pair.tx->commitSend(32).isOk());
         for (size_t left = step; left > 0;) {
           SendSlot slot;
           ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
