@@ -102,15 +102,16 @@ void ShmConnection::publish(const Placement& p, size_t payload, uint32_t kind) {
   if (ring_ - (sendTail_ - sendHeadSeen_) >= kRecordAlign) claimLine(outRing_ + sendPos_);
 }
 
-// A piece the caller says is small goes in the header's line: the consumer
-// then reads one line per piece, not two (2-rank 8 B, 9 interleaved pairs:
-// Broadcast 0.29 -> 0.26 us, SendRecv 0.80 -> 0.66).
+// A piece the caller says is small starts right after the header: one of
+// up to 48 bytes then shares the header's line, and the consumer reads one
+// line per piece, not two (2-rank 8 B, 9 interleaved pairs: Broadcast 0.29
+// -> 0.26 us, SendRecv 0.80 -> 0.66); up to kNearHint, a line fewer.
 Status ShmConnection::trySend(SendSlot* out) {
   size_t hint = out->hint;
   *out = SendSlot{};
   if (!place(kMinPayload, &pending_)) return peerFailed();
-  pending_.near = hint > 0 && hint <= kNearPayload;
-  if (pending_.near) pending_.cap = kNearPayload;
+  pending_.near = hint > 0 && hint <= kNearHint;
+  if (pending_.near && hint <= kNearPayload) pending_.cap = kNearPayload;  // in the header's line
   out->data = reinterpret_cast<char*>(sendRecord(pending_.skip)) +
               (pending_.near ? kRecordHeader : kPayloadOffset);
   out->capacity = pending_.cap;
@@ -215,7 +216,7 @@ Status ShmConnection::tryRecv(RecvPiece* out) {
   recvIsRef_ = h->kind == kRef || h->kind == kSharedRef;
   if (h->kind == kInline || h->kind == kInlineNear) {
     bool near = h->kind == kInlineNear;
-    if (h->size > (near ? kNearPayload : slotBytes_) || pos + recordBytes(h->size) > ring_)
+    if (h->size > slotBytes_ || pos + recordBytes(h->size) > ring_)
       return badRecord(h);
     recvLen_ = recordBytes(h->size);
     out->data = reinterpret_cast<const char*>(h) + (near ? kRecordHeader : kPayloadOffset);

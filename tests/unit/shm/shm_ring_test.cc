@@ -265,20 +265,24 @@ TEST(ShmRing, ConcurrentProducerAndConsumerAgree) {
   EXPECT_EQ(bad, 0);
 }
 
-// A small piece announced by its size goes in the line the consumer reads
-// first; an unannounced or larger one starts on the next line.
+// A small piece announced by its size starts right after the header (in
+// the line the consumer reads first); an unannounced or larger one starts on
+// the next line.
 TEST(ShmRing, AnnouncedSmallPiecesShareTheHeaderLine) {
-  RingPair pair(2, 4096);
-  for (size_t hint : {size_t(8), kNearPayload, kNearPayload + 1, size_t(0)}) {
+  RingPair pair(2, 8192);
+  for (size_t hint : {size_t(8), kNearPayload, kNearPayload + 1, kNearHint, kNearHint + 1,
+                      size_t(0)}) {
     SendSlot slot;
     slot.hint = hint;
     ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
     ASSERT_NE(slot.data, nullptr);
-    bool near = hint > 0 && hint <= kNearPayload;
+    bool near = hint > 0 && hint <= kNearHint;
     uintptr_t line = reinterpret_cast<uintptr_t>(slot.data) % kRecordAlign;
     EXPECT_EQ(line, near ? kRecordHeader : kPayloadOffset) << "hint " << hint;
-    if (near) {
+    if (hint > 0 && hint <= kNearPayload) {
       EXPECT_EQ(slot.capacity, kNearPayload);
+    } else {
+      EXPECT_GE(slot.capacity, std::min<size_t>(hint, 4096 - kPayloadOffset)) << "hint " << hint;
     }
     size_t n = hint ? hint : 100;
     std::memset(slot.data, 0x5a, n);
