@@ -1,6 +1,10 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -68,9 +72,20 @@ RecordHeader* ShmConnection::sendRecord(size_t skip) const {
 // either way). The consumer polls that line only after taking the record
 // before it, so the next write usually finds the line still ours.
 namespace {
+#if defined(__x86_64__)
+// PREFETCHW is not part of baseline x86-64: CPUs that do not report it
+// (CPUID 0x80000001 ECX bit 8, as Linux's own prefetchw checks) are not
+// promised to ignore it, so it is only issued where reported.
+bool cpuHasPrefetchw() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8)) != 0;
+}
+const bool kHasPrefetchw = cpuHasPrefetchw();
+#endif
+
 inline void claimLine(const void* p) {
 #if defined(__x86_64__)
-  asm volatile("prefetchw (%0)" ::"r"(p));  // a hint: a no-op where unsupported
+  if (kHasPrefetchw) asm volatile("prefetchw (%0)" ::"r"(p));
 #else
   __builtin_prefetch(p, 1, 3);
 #endif
