@@ -1,15 +1,14 @@
 // ncclUniqueId layout and createUniqueId (see bootstrap.h / unique_id.h).
 #include "bootstrap/unique_id.h"
 
-#include <sys/random.h>
 
 #include <cstring>
-#include <random>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/root.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/random.h"
 
 namespace ferry {
 namespace bootstrap {
@@ -31,12 +30,7 @@ IdContents decodeId(const ncclUniqueId& id) {
 
 uint64_t randomSecret() {
   uint64_t v = 0;
-  while (v == 0 || v == kCommIdMagic) {
-    if (getrandom(&v, sizeof(v), 0) != static_cast<ssize_t>(sizeof(v))) {
-      std::random_device rd;
-      v = (uint64_t(rd()) << 32) ^ rd();
-    }
-  }
+  while (v == 0 || v == kCommIdMagic) v = random64();
   return v;
 }
 

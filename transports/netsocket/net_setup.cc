@@ -4,7 +4,6 @@
 
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -12,21 +11,13 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "core/random.h"
 #include "core/wait.h"
 #include "transports/netsocket/net_alive.h"
 #include "transports/netsocket/net_wire.h"
 
 namespace ferry::netsocket {
 namespace {
-
-uint64_t random64() {
-  uint64_t v = 0;
-  if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
-    // No entropy syscall: fall back to something unlikely to repeat.
-    v = static_cast<uint64_t>(nowMs()) * 0x9e3779b97f4a7c15ull ^ reinterpret_cast<uintptr_t>(&v);
-  }
-  return v;
-}
 
 bool retryable(int err) {
   return err == ECONNREFUSED || err == ECONNRESET || err == ETIMEDOUT || err == EHOSTUNREACH ||

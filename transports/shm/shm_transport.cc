@@ -1,6 +1,5 @@
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,10 +7,10 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
-#include <random>
 
 #include "core/config.h"
 #include "core/log.h"
+#include "core/random.h"
 #include "core/wait.h"
 #include "transports/shm/shm.h"
 
@@ -117,14 +116,7 @@ Result<std::pair<void*, size_t>> attachSegment(const CommContext& ctx, const std
 
 }  // namespace
 
-uint64_t newStampKey() {
-  uint64_t v = 0;
-  if (getrandom(&v, sizeof(v), 0) != static_cast<ssize_t>(sizeof(v))) {
-    std::random_device rd;
-    v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  }
-  return v | (uint64_t(1) << 63);
-}
+uint64_t newStampKey() { return random64() | (uint64_t(1) << 63); }
 
 Status ShmTransport::setup(const CommContext&, PeerInfo*) { return Status::ok(); }
 
