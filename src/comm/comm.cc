@@ -167,8 +167,9 @@ Status Comm::setupPeers() {
   return Status::ok();
 }
 
-// Every rank of a host maps the board before any removes its name, hence the
-// barrier; all ranks agree whether one is needed (some host has two ranks).
+// Every rank of a host maps the board and the presence lines before any
+// removes their names, hence the barrier; all ranks agree whether they are
+// needed (some host has two ranks).
 Status Comm::openBoard() {
   std::set<uint64_t> hosts;
   for (const PeerInfo& p : peers_) hosts.insert(p.hostHash);
@@ -176,12 +177,27 @@ Status Comm::openBoard() {
   Result<std::unique_ptr<FailureBoard>> b = FailureBoard::open(ctx_.commHash);
   if (!b.isOk())  // still correct without it, only slower to report failures
     FERRY_WARN("rank %d: no failure board: %s", rank_, b.status().message().c_str());
+  Result<std::unique_ptr<Presence>> pr = Presence::open(ctx_.commHash, nranks_);
+  if (!pr.isOk())  // still correct without it: waits fall back to their learned spin
+    FERRY_WARN("rank %d: no presence lines: %s", rank_, pr.status().message().c_str());
   Status st = bootstrap_->barrier();
   if (b.isOk()) {
     board_ = b.take();
     board_->unlink();  // also when the barrier failed: leave nothing in /dev/shm
   }
+  if (pr.isOk()) {
+    presence_ = pr.take();
+    presence_->unlink();
+  }
   return st;
+}
+
+PeerState Comm::peerState(const std::vector<int>& peers) const {
+  if (!presence_ || peers.empty()) return PeerState::kUnknown;
+  const uint64_t self = peers_[rank_].hostHash;
+  for (int p : peers)  // a rank on another host has no line here
+    if (peers_[p].hostHash != self || !presence_->parked(p)) return PeerState::kUnknown;
+  return PeerState::kParked;
 }
 
 void Comm::logTopology() const {

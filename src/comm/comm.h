@@ -25,6 +25,7 @@
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/fail_board.h"
+#include "comm/presence.h"
 #include "comm/repeat_call.h"
 #include "core/status.h"
 #include "core/wait.h"
@@ -78,6 +79,11 @@ class Comm final : public ConnectionSource {
   Status connectCheck(int peer);
   // Ok, or the failure another rank of this host posted (fail_board.h).
   Status boardCheck() const { return board_ ? board_->check(rank_) : Status::ok(); }
+  // kParked when every one of `peers` is on this host and parked
+  // (presence.h); kUnknown otherwise.
+  PeerState peerState(const std::vector<int>& peers) const;
+  // This rank's parked flag for its waits (null without a Presence).
+  std::atomic<uint32_t>* parkFlag() { return presence_ ? presence_->flag(rank_) : nullptr; }
 
   // Latch the first error, tell every connected peer that we gave up.
   void fail(const Status& st);
@@ -185,6 +191,7 @@ class Comm final : public ConnectionSource {
   // is made outside the lock and published under it.
   mutable std::mutex connsMu_;
   std::unique_ptr<FailureBoard> board_;  // null when no other rank shares this host
+  std::unique_ptr<Presence> presence_;   // likewise
   std::atomic<bool> abort_{false};
   std::atomic<bool> revoked_{false};
   std::atomic<bool> ready_{false};

@@ -58,30 +58,41 @@ void Backoff::reset() {
   polls_ = 0;
 }
 
-void Backoff::pause() {
+// The learned budget, or none when every rank we wait on is parked.
+int Backoff::spinFor(PeerState peers) const {
+  return peers == PeerState::kParked ? 0 : budget();
+}
+
+void Backoff::pause(PeerState peers) {
   polls_++;
-  int spin = budget();
+  int spin = spinFor(peers);
   if (polls_ <= spin) {
     cpuRelax();
     return;
   }
-  int64_t past = polls_ - spin;
-  if (past <= Backoff::kYieldPolls) {
-    sched_yield();
-    return;
-  }
-  // 1, 2, 4, ... µs, capped: oversubscribed ranks must leave the core to
-  // whoever owns the data they are waiting for.
-  int64_t step = std::min<int64_t>(past - Backoff::kYieldPolls - 1, 8);
-  int64_t us = std::min<int64_t>(int64_t(1) << step, Backoff::kMaxSleepUs);
-  struct timespec ts = {0, static_cast<long>(us * 1000)};
-  nanosleep(&ts, nullptr);
+  yieldOrSleep(polls_ - spin);
 }
 
-Backoff::Phase Backoff::phase() const {
+void Backoff::yieldOrSleep(int64_t past) {
+  if (park_) park_->store(1, std::memory_order_relaxed);
+  if (past <= Backoff::kYieldPolls) {
+    sched_yield();
+  } else {
+    // 1, 2, 4, ... µs, capped: oversubscribed ranks must leave the core to
+    // whoever owns the data they are waiting for.
+    int64_t step = std::min<int64_t>(past - Backoff::kYieldPolls - 1, 8);
+    int64_t us = std::min<int64_t>(int64_t(1) << step, Backoff::kMaxSleepUs);
+    struct timespec ts = {0, static_cast<long>(us * 1000)};
+    nanosleep(&ts, nullptr);
+  }
+  if (park_) park_->store(0, std::memory_order_relaxed);
+}
+
+Backoff::Phase Backoff::phase(PeerState peers) const {
   int64_t next = polls_ + 1;
-  if (next <= budget()) return Phase::kSpin;
-  return next - budget() <= kYieldPolls ? Phase::kYield : Phase::kSleep;
+  int spin = spinFor(peers);
+  if (next <= spin) return Phase::kSpin;
+  return next - spin <= kYieldPolls ? Phase::kYield : Phase::kSleep;
 }
 
 int64_t nowCoarseMs() {
@@ -109,6 +120,7 @@ int Backoff::defaultSpinCount() {
 }
 
 void Backoff::setOversubscribed(bool on) { gOversubscribed.store(on, std::memory_order_relaxed); }
+bool Backoff::oversubscribed() { return gOversubscribed.load(std::memory_order_relaxed); }
 
 Waiter::Waiter(const std::atomic<bool>* abortFlag, int64_t timeoutMs, const char* what)
     : abort_(abortFlag), timeoutMs_(timeoutMs), what_(what ? what : "waiting") {}
@@ -154,7 +166,7 @@ int64_t coarseTickMs() {
 // and end before a second reading, so the first reading is the one every
 // small operation pays (the precise clock was 4-6% of a 2-rank 8 B
 // SendRecv's time). A tick of slack keeps the deadline from firing early.
-Status Waiter::idle() {
+Status Waiter::idle(PeerState peers) {
   if (abort_ && abort_->load(std::memory_order_acquire)) {
     return remoteError(std::string("communicator aborted while ") + what_);
   }
@@ -166,7 +178,7 @@ Status Waiter::idle() {
     return Status::ok();
   }
   // Past the spin phase, a pass that noted only sockets waits on them.
-  bool spinning = backoff_.phase() == Backoff::Phase::kSpin;
+  bool spinning = backoff_.phase(peers) == Backoff::Phase::kSpin;
   bool blocked = fdWait_ && !spinning && readiness::wait(kFdWaitUs);
   if (blocked) {
     backoff_.count();
@@ -179,7 +191,7 @@ Status Waiter::idle() {
     backoff_.count();
     spinFor(socketGapNs());
   } else {
-    backoff_.pause();
+    backoff_.pause(peers);
   }
   if (onSockets_) readiness::clear();
   if (timeoutMs_ <= 0) return Status::ok();

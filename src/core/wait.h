@@ -26,6 +26,12 @@ inline int64_t nowMs() {
 // a sender streaming 64 KiB messages ~5% of its time with nowMs()).
 int64_t nowCoarseMs();
 
+// What a wait knows about the ranks it waits on, from Presence
+// (comm/presence.h): kParked when every one of them gave its core away (is
+// yielding or sleeping in a wait of its own). Only ranks that outnumber
+// cores ask (Backoff::oversubscribed).
+enum class PeerState { kUnknown, kParked };
+
 class Backoff {
  public:
   // Yielding costs ~1 µs when nobody else wants the core and hands the core
@@ -35,8 +41,13 @@ class Backoff {
   static constexpr int64_t kMaxSleepUs = 200;
 
   explicit Backoff(int spinCount = defaultSpinCount()) : spin_(spinCount) {}
-  // Call after a poll that found nothing to do.
-  void pause();
+  // Call after a poll that found nothing to do. With kParked it skips the
+  // spin phase: nothing can arrive before a rank we wait on gets a core
+  // back, and ours is one it may need.
+  void pause(PeerState peers = PeerState::kUnknown);
+  // Set while this thread yields or sleeps in pause(): its peers' waits see
+  // it parked (Presence). Null: nobody asks.
+  void setParkFlag(std::atomic<uint32_t>* f) { park_ = f; }
   // Call after a poll that made progress.
   void reset();
   // Count a poll that found nothing whose wait happened elsewhere (a
@@ -45,16 +56,21 @@ class Backoff {
   static int defaultSpinCount();
   // More ranks than cores on this machine: spin much less before yielding.
   static void setOversubscribed(bool on);
+  static bool oversubscribed();
 
   enum class Phase { kSpin, kYield, kSleep };
-  // What the next pause() will do.
-  Phase phase() const;
+  // What the next pause(peers) will do.
+  Phase phase(PeerState peers = PeerState::kUnknown) const;
 
  private:
   int budget() const;  // this thread's learned spin count (<= spin_)
 
+  int spinFor(PeerState peers) const;
+  void yieldOrSleep(int64_t past);
+
   int spin_;
   int64_t polls_ = 0;
+  std::atomic<uint32_t>* park_ = nullptr;
 };
 
 // A wait with a "no progress" deadline and an abort flag. Typical loop:
@@ -70,7 +86,9 @@ class Waiter {
   }
   // Pause once; error if aborted or the deadline passed. A pass in which a
   // transport moved bytes (readiness::noteMoved) counts as progress.
-  Status idle();
+  Status idle(PeerState peers = PeerState::kUnknown);
+  // See Backoff::setParkFlag.
+  void setParkFlag(std::atomic<uint32_t>* f) { backoff_.setParkFlag(f); }
   // Past its spin phase, this wait may block in poll() on the sockets the
   // last polling pass noted (readiness.h) instead of yielding: the caller
   // says so only when everything it waits on notes its sockets. Off unless
