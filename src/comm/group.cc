@@ -59,6 +59,10 @@ struct GroupState {
 };
 
 thread_local GroupState tGroup;
+// Every entry point reads the thread's group once: each access to a
+// thread_local of a shared library is a call (TLS descriptors), and
+// groupEnd made eight of them per 8 B Send/Recv.
+inline GroupState& group() { return tGroup; }
 
 // One executor run: a cached collective executor with this call's buffers,
 // or a group's point-to-point executor (owned by the CommWork).
@@ -396,30 +400,32 @@ Status runAlone(Comm* c, const std::vector<CollTask>& colls, const std::vector<P
 
 }  // namespace
 
-int groupDepth() { return tGroup.depth; }
+int groupDepth() { return group().depth; }
 
 Status groupStart() {
-  tGroup.depth++;
+  group().depth++;
   return Status::ok();
 }
 
 Status groupEnd() {
-  if (tGroup.depth == 0) return invalidUsage("ncclGroupEnd called without a matching ncclGroupStart");
-  if (--tGroup.depth > 0) return Status::ok();
-  Status st = execute(tGroup);
-  tGroup.clear();
+  GroupState& g = group();
+  if (g.depth == 0) return invalidUsage("ncclGroupEnd called without a matching ncclGroupStart");
+  if (--g.depth > 0) return Status::ok();
+  Status st = execute(g);
+  g.clear();
   return st;
 }
 
 Status groupSimulateEnd(float* estimatedUs) {
-  if (tGroup.depth == 0)
+  GroupState& g = group();
+  if (g.depth == 0)
     return invalidUsage("ncclGroupSimulateEnd called without a matching ncclGroupStart");
-  if (--tGroup.depth > 0) return Status::ok();
+  if (--g.depth > 0) return Status::ok();
   // The cost model's prediction for what would run (algorithms/tuner.h);
   // the operations of a group run one after another.
   double total = 0;
-  for (size_t i = 0; i < tGroup.used; ++i) {
-    CommTasks& q = tGroup.comms[i];
+  for (size_t i = 0; i < g.used; ++i) {
+    CommTasks& q = g.comms[i];
     Comm* comm = q.comm;
     if (!acquireComm(comm, q.serial)) continue;  // destroyed: nothing to estimate
     for (const CollTask& t : q.colls) {
@@ -435,15 +441,16 @@ Status groupSimulateEnd(float* estimatedUs) {
     comm->exit();
   }
   *estimatedUs = static_cast<float>(total);
-  tGroup.clear();
+  g.clear();
   return Status::ok();
 }
 
 // Outside a group: one task on one communicator, without the group's
 // bookkeeping (this is the small-message latency path).
 Status enqueueColl(const CollTask& t) {
-  if (tGroup.depth == 0 && t.alltoallv) return runAlone(t.comm, {t}, {});
-  if (tGroup.depth == 0) {
+  GroupState& g = group();
+  if (g.depth == 0 && t.alltoallv) return runAlone(t.comm, {t}, {});
+  if (g.depth == 0) {
     Comm* c = t.comm;
     std::unique_ptr<mem::WindowBinding> binding;
     c->plans().beginUse();
@@ -454,12 +461,12 @@ Status enqueueColl(const CollTask& t) {
                                         t.sendCopy, t.sendCopyBytes});
     return runStandalone(c, r);
   }
-  tGroup.of(t.comm).colls.push_back(t);
+  g.of(t.comm).colls.push_back(t);
   return Status::ok();
 }
 
 bool findRepeat(Comm* c, const CallKey& k, Repeat* out) {
-  if (tGroup.depth != 0 || c->windows().sync()) return false;
+  if (group().depth != 0 || c->windows().sync()) return false;
   const RepeatEntry* e = c->repeats().find(k);
   if (!e) return false;
   c->plans().beginUse();
@@ -490,14 +497,19 @@ Status runRepeat(Comm* c, const Repeat& rep) {
   return st;
 }
 
+// Outside a group (rare for Send/Recv): out of line, so that the common
+// path does not set up the vectors' frame.
+[[gnu::noinline]] static Status runAloneP2p(const P2pTask& t) { return runAlone(t.comm, {}, {t}); }
+
 Status enqueueP2p(const P2pTask& t) {
-  if (tGroup.depth == 0) return runAlone(t.comm, {}, {t});
-  tGroup.of(t.comm).p2ps.push_back(t);
+  GroupState& g = group();
+  if (g.depth == 0) [[unlikely]] return runAloneP2p(t);
+  g.of(t.comm).p2ps.push_back(t);
   return Status::ok();
 }
 
 Status enqueueInit(Comm* c, const ncclUniqueId& id) {
-  tGroup.inits.push_back(PendingInit{c, c->serial(), id});
+  group().inits.push_back(PendingInit{c, c->serial(), id});
   return Status::ok();
 }
 

@@ -29,7 +29,7 @@ void registerComm(Comm* c) {
   r.live[c] = c->serial();
 }
 
-thread_local LiveCache tLiveComm;
+thread_local constinit LiveCache tLiveComm;
 std::atomic<uint64_t> gCommRemovals{0};
 
 namespace {

@@ -31,11 +31,13 @@ struct LiveCache {
   const void* comm = nullptr;
   uint64_t removals = 0;
 };
-extern thread_local LiveCache tLiveComm;
+// constinit: no dynamic initialisation, so no TLS wrapper call per access.
+extern thread_local constinit LiveCache tLiveComm;
 extern std::atomic<uint64_t> gCommRemovals;  // bumped by every unregisterComm
 bool isLiveCommSlow(const void* c);
 inline bool isLiveComm(const void* c) {
-  if (c == tLiveComm.comm && gCommRemovals.load(std::memory_order_acquire) == tLiveComm.removals)
+  const LiveCache& t = tLiveComm;  // one TLS address computation
+  if (c == t.comm && gCommRemovals.load(std::memory_order_acquire) == t.removals)
     [[likely]] return true;
   return isLiveCommSlow(c);
 }

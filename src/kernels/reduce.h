@@ -57,7 +57,7 @@ inline constexpr int kNumOps = 4;
 
 // 0 for an invalid type. Inline: every call checks its count with it.
 inline size_t sizeOf(DType t) {
-  constexpr size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  static constexpr size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};  // static: not rebuilt on the stack per call
   static_assert(sizeof(kSizes) / sizeof(kSizes[0]) == kNumDTypes);
   auto i = static_cast<unsigned>(t);
   return i < static_cast<unsigned>(kNumDTypes) ? kSizes[i] : 0;
