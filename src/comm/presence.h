@@ -8,10 +8,12 @@
 // (Backoff::pause with PeerState::kParked). A context switch costs ~1 us on
 // this VM, as much as a 4-rank 8 B Send/Recv's own work.
 //
-// Spinning longer while a waited-on rank runs was tried too: small
-// operations gained 5-25% in some runs and lost as much in others, and a
-// 4-rank 1 MiB AlltoAll lost ~9% (a running peer may be copying for tens of
-// microseconds), so only the parked case changes the policy.
+// Tried and not kept (perf/README.md, "Waits that know their peers are
+// parked"): spinning longer while a waited-on rank runs (small operations
+// gained 5-25% in some runs and lost as much in others; a 4-rank 1 MiB
+// AlltoAll lost ~9%: a running peer may be copying for tens of
+// microseconds), and yielding only for a rank parked on our own CPU (most
+// of the gain went).
 //
 // One shared-memory segment per communicator and host, one cache line per
 // rank of the communicator (a rank writes only its own line, twice per
