@@ -60,7 +60,7 @@ TSAN_MP=${TSAN_MP:-.}
 # workers across simulated hosts (mp_net_test).
 TSAN_CI_TARGETS=${TSAN_CI_TARGETS:-bootstrap_test core_config_test core_log_test core_wait_test
   net_connection_test netsocket_test netsocket_conn_test nettransport_test ferry-topo
-  mp_api_test mp_fault_test mp_resilience_test mp_net_test}
+  mp_api_test mp_fault_test mp_resilience_test mp_net_test accel_test comm_presence_test}
 
 summary=()
 status=0

@@ -1,0 +1,76 @@
+// Accelerator: one memory kind behind one interface (issue 14).
+//
+// Everything the library does to user memory that is not plain host memory
+// goes through this seam: which kind a pointer is, allocating it, copies
+// between it and the host, reduction kernels on it, and ordering on the
+// caller's stream. Schedules and transports stay kind-agnostic; what runs a
+// step over device memory asks the owning Accelerator.
+//
+// Backends, from an explicit list (registry.cc):
+//   host     today's memory: synchronous memcpy and host kernels, streams
+//            ignored (every call is complete when it returns).
+//   testdev  a stand-in discrete device (test_device.h): its memory faults on
+//            any host access outside the backend, its work runs on stream
+//            worker threads, so tests on a machine without a GPU catch a
+//            library that touches device memory or ignores stream order.
+//   cuda     (to come) loaded at run time, so libferry.so needs no CUDA
+//            library to load.
+//
+// Stream semantics are NCCL's: work enqueued on a stream runs after
+// everything enqueued on it before, and the host call that enqueues it
+// returns without waiting for it.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+#include "core/status.h"
+#include "kernels/reduce.h"
+
+namespace ferry::accel {
+
+// The caller's stream (a cudaStream_t's value for CUDA). nullptr is the
+// backend's default stream.
+using StreamHandle = void*;
+
+class Accelerator {
+ public:
+  virtual ~Accelerator() = default;
+  virtual const char* name() const = 0;
+  // Whether p points into memory this backend allocated (the host backend
+  // owns nothing: host memory is whatever nobody else claims).
+  virtual bool owns(const void* p) const = 0;
+  // Whether the host may load and store this backend's memory directly.
+  virtual bool hostAccessible() const = 0;
+
+  virtual Result<void*> alloc(size_t bytes) = 0;
+  virtual Status free(void* p) = 0;
+
+  virtual Result<StreamHandle> createStream() = 0;
+  // Waits for the stream's work first.
+  virtual Status destroyStream(StreamHandle s) = 0;
+
+  // Enqueued on s. dst and src may each be host memory or this backend's.
+  virtual Status copyAsync(void* dst, const void* src, size_t bytes, StreamHandle s) = 0;
+  // dst[i] = a[i] op b[i] (kernels::reduce's semantics), enqueued on s; any
+  // operand may be host memory or this backend's.
+  virtual Status reduceAsync(void* dst, const void* a, const void* b, size_t count,
+                             kernels::DType t, kernels::Op op, StreamHandle s) = 0;
+  // fn runs on a host thread once s reaches it; work enqueued on s after it
+  // waits until fn returns (cudaLaunchHostFunc). fn must not enqueue on s.
+  virtual Status hostFnAsync(StreamHandle s, std::function<void()> fn) = 0;
+  // Blocks until everything enqueued on s so far has run, or fails after
+  // timeoutMs (<= 0: no deadline) with kTimeout.
+  virtual Status synchronize(StreamHandle s, int64_t timeoutMs) = 0;
+};
+
+// The backend of that name from the registry's explicit list, or nullptr.
+// Backends are created at first use and live until the process exits.
+Accelerator* find(const char* name);
+// The host backend (never null).
+Accelerator& host();
+// The backend whose memory p is, asking every created device backend; the
+// host backend when none claims it.
+Accelerator& ownerOf(const void* p);
+
+}  // namespace ferry::accel

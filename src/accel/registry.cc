@@ -1,0 +1,77 @@
+// The accelerator backends, by name, from one explicit list.
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "accel/accelerator.h"
+#include "accel/host_accel.h"
+#include "accel/test_device.h"
+#include "core/log.h"
+
+namespace ferry::accel {
+namespace {
+
+struct Entry {
+  const char* name;
+  std::unique_ptr<Accelerator> (*make)();
+};
+
+std::unique_ptr<Accelerator> makeHost() { return std::make_unique<HostAccelerator>(); }
+std::unique_ptr<Accelerator> makeTestDevice() {
+  Result<std::unique_ptr<TestDevice>> d = TestDevice::create();
+  if (!d.isOk()) {
+    FERRY_WARN("accelerator testdev unavailable: %s", d.status().message().c_str());
+    return nullptr;
+  }
+  return d.take();
+}
+
+// The list: host first (it owns whatever no device claims).
+const Entry kBackends[] = {
+    {"host", makeHost},
+    {"testdev", makeTestDevice},
+};
+constexpr size_t kCount = sizeof(kBackends) / sizeof(kBackends[0]);
+
+struct Created {
+  std::mutex mu;
+  std::unique_ptr<Accelerator> backend[kCount];
+  bool tried[kCount] = {};
+};
+
+// Never destroyed: streams' worker threads must not be joined from static
+// destructors while other threads may still use a backend.
+Created& created() {
+  static Created* c = new Created;
+  return *c;
+}
+
+}  // namespace
+
+Accelerator* find(const char* name) {
+  Created& c = created();
+  for (size_t i = 0; i < kCount; ++i) {
+    if (std::strcmp(kBackends[i].name, name) != 0) continue;
+    std::lock_guard<std::mutex> g(c.mu);
+    if (!c.tried[i]) {
+      c.backend[i] = kBackends[i].make();
+      c.tried[i] = true;
+    }
+    return c.backend[i].get();
+  }
+  return nullptr;
+}
+
+Accelerator& host() { return *find("host"); }
+
+Accelerator& ownerOf(const void* p) {
+  Created& c = created();
+  {
+    std::lock_guard<std::mutex> g(c.mu);
+    for (size_t i = 1; i < kCount; ++i)
+      if (c.backend[i] && c.backend[i]->owns(p)) return *c.backend[i];
+  }
+  return host();
+}
+
+}  // namespace ferry::accel
