@@ -194,8 +194,8 @@ Status runExecutor(Comm* c, Executor& e, const char* name, const OpInfo& info) {
   Waiter w(c->abortFlag(), c->timeoutMs(), name);
   if (e.waitsOnFds()) w.allowFdWait(true);
   // Ranks outnumber cores: a wait on ranks that are all parked yields at
-  // once (presence.h; 4 ranks on 2 cores, 8 B Send/Recv ~10% faster, 8
-  // ranks AllGather and AlltoAll at 128 B ~19%).
+  // once (presence.h; 4 ranks on 2 cores: 8 B Send/Recv 0.86 and 64 B
+  // AllGather 0.69 of the time before, perf/README.md).
   const bool ask = Backoff::oversubscribed();
   if (ask) w.setParkFlag(c->parkFlag());
   while (!e.done()) {
