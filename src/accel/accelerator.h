@@ -21,6 +21,7 @@
 // returns without waiting for it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 
@@ -72,5 +73,10 @@ Accelerator& host();
 // The backend whose memory p is, asking every created device backend; the
 // host backend when none claims it.
 Accelerator& ownerOf(const void* p);
+
+// Whether a device backend exists in this process. While none does, no
+// pointer can be device memory: the API's per-call check is this one load.
+extern std::atomic<bool> gAnyDevice;
+inline bool anyDevice() { return gAnyDevice.load(std::memory_order_acquire); }
 
 }  // namespace ferry::accel

@@ -48,6 +48,8 @@ Created& created() {
 
 }  // namespace
 
+std::atomic<bool> gAnyDevice{false};
+
 Accelerator* find(const char* name) {
   Created& c = created();
   for (size_t i = 0; i < kCount; ++i) {
@@ -56,6 +58,7 @@ Accelerator* find(const char* name) {
     if (!c.tried[i]) {
       c.backend[i] = kBackends[i].make();
       c.tried[i] = true;
+      if (i > 0 && c.backend[i]) gAnyDevice.store(true, std::memory_order_release);
     }
     return c.backend[i].get();
   }

@@ -35,6 +35,14 @@ Status typeError(int t) { return invalidArgument("invalid datatype " + std::to_s
 
 Status ptrError(const char* what) { return invalidArgument(std::string(what) + " is NULL"); }
 
+Status deviceMemoryCheck(const void* p, const char* what) {
+  accel::Accelerator& owner = accel::ownerOf(p);
+  if (&owner == &accel::host()) return Status::ok();
+  return invalidUsage(std::string(what) + " is " + owner.name() +
+                      " device memory; Ferry's collectives do not run on device memory yet "
+                      "(docs/accelerators.md)");
+}
+
 Status rankError(int r, int nranks, const char* what) {
   return invalidArgument(std::string(what) + " " + std::to_string(r) + " is out of range [0, " +
                          std::to_string(nranks) + ")");

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "accel/accelerator.h"
 #include "comm/comm.h"
 #include "comm/registry.h"
 #include "core/log.h"
@@ -60,9 +61,14 @@ inline Result<kernels::DType> checkType(int t) {
   if (t >= 0 && t < ncclNumTypes) [[likely]] return static_cast<kernels::DType>(t);
   return typeError(t);
 }
+// Device memory (src/accel) is refused by name until collectives can run
+// on it (issue 14, docs/accelerators.md), instead of being read as host
+// memory; while no device backend exists the check is one load.
+Status deviceMemoryCheck(const void* p, const char* what);
 inline Status checkPtr(const void* p, const char* what) {
-  if (p != nullptr) [[likely]] return Status::ok();
-  return ptrError(what);
+  if (p != nullptr && !accel::anyDevice()) [[likely]] return Status::ok();
+  if (p == nullptr) return ptrError(what);
+  return deviceMemoryCheck(p, what);
 }
 inline Status checkRank(int r, int nranks, const char* what) {
   if (r >= 0 && r < nranks) [[likely]] return Status::ok();
