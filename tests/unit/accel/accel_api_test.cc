@@ -25,8 +25,12 @@ class DeviceAtTheEdge : public ::testing::Test {
     buf_ = d->alloc(4096).take();
   }
   void TearDown() override {
-    if (buf_) EXPECT_TRUE(dev_->free(buf_).isOk());
-    if (comm_) EXPECT_EQ(ncclCommDestroy(comm_), ncclSuccess);
+    if (buf_) {
+      EXPECT_TRUE(dev_->free(buf_).isOk());
+    }
+    if (comm_) {
+      EXPECT_EQ(ncclCommDestroy(comm_), ncclSuccess);
+    }
   }
   ncclComm_t comm_ = nullptr;
   Accelerator* dev_ = nullptr;

@@ -86,7 +86,9 @@ TEST(TestDeviceMemory, HostAccessFaults) {
   // reports) exited non-zero; never a clean exit.
   ASSERT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "reading device memory from the host did not fault";
-  if (WIFSIGNALED(status)) EXPECT_TRUE(WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS);
+  if (WIFSIGNALED(status)) {
+    EXPECT_TRUE(WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS);
+  }
   EXPECT_TRUE(dev().free(p.value()).isOk());
 }
 
