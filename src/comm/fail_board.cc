@@ -1,13 +1,11 @@
 #include "comm/fail_board.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
+
+#include "comm/host_shared.h"
 
 namespace ferry {
 
@@ -20,21 +18,8 @@ struct FailureBoard::Page {
 
 Result<std::unique_ptr<FailureBoard>> FailureBoard::open(uint64_t commHash) {
   static_assert(sizeof(Page) <= 4096, "one page");
-  char name[64];
-  snprintf(name, sizeof(name), "/ferry-%016llx-board", static_cast<unsigned long long>(commHash));
-  int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
-  if (fd < 0) return systemError(std::string("cannot open ") + name + ": " + strerror(errno));
-  // ftruncate of a new object zero-fills it; of an existing one of this size
-  // it changes nothing, so whichever rank comes first needs no initialising.
-  if (ftruncate(fd, sizeof(Page)) != 0) {
-    int e = errno;
-    close(fd);
-    return systemError(std::string("cannot size ") + name + ": " + strerror(e));
-  }
-  void* p = mmap(nullptr, sizeof(Page), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return systemError(std::string("cannot map ") + name + ": " + strerror(errno));
-  return std::unique_ptr<FailureBoard>(new FailureBoard(static_cast<Page*>(p), name));
+  FERRY_ASSIGN(HostShared m, openHostShared(commHash, "board", sizeof(Page)));
+  return std::unique_ptr<FailureBoard>(new FailureBoard(static_cast<Page*>(m.data), m.name));
 }
 
 FailureBoard::~FailureBoard() { munmap(page_, sizeof(Page)); }

@@ -44,17 +44,15 @@ class Presence {
   // around its yields and sleeps); its peers read it.
   std::atomic<uint32_t>* flag(int r) { return &lines_[r].parked; }
   bool parked(int r) const { return lines_[r].parked.load(std::memory_order_relaxed) != 0; }
-  int nranks() const { return nranks_; }
 
  private:
   struct alignas(64) Line {
     std::atomic<uint32_t> parked;
   };
-  Presence(Line* lines, size_t bytes, int nranks, std::string name)
-      : lines_(lines), bytes_(bytes), nranks_(nranks), name_(std::move(name)) {}
+  Presence(Line* lines, size_t bytes, std::string name)
+      : lines_(lines), bytes_(bytes), name_(std::move(name)) {}
   Line* lines_;
   size_t bytes_;
-  int nranks_;
   std::string name_;
 };
 
