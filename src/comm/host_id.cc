@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <random>
 
 #include "core/config.h"
+#include "core/random.h"
 
 namespace ferry {
 
@@ -43,9 +43,6 @@ uint64_t machineHash() {
   return hash64(boot.data(), boot.size());
 }
 
-uint64_t randomNonce() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
-}
+uint64_t randomNonce() { return random64() ^ static_cast<uint64_t>(getpid()); }
 
 }  // namespace ferry
