@@ -41,8 +41,6 @@ class Accelerator {
   // Whether p points into memory this backend allocated (the host backend
   // owns nothing: host memory is whatever nobody else claims).
   virtual bool owns(const void* p) const = 0;
-  // Whether the host may load and store this backend's memory directly.
-  virtual bool hostAccessible() const = 0;
 
   virtual Result<void*> alloc(size_t bytes) = 0;
   virtual Status free(void* p) = 0;

@@ -9,7 +9,6 @@ class HostAccelerator final : public Accelerator {
  public:
   const char* name() const override { return "host"; }
   bool owns(const void*) const override { return false; }
-  bool hostAccessible() const override { return true; }
   Result<void*> alloc(size_t bytes) override;
   Status free(void* p) override;
   Result<StreamHandle> createStream() override { return StreamHandle{nullptr}; }

@@ -34,7 +34,6 @@ class TestDevice final : public Accelerator {
 
   const char* name() const override { return "testdev"; }
   bool owns(const void* p) const override;
-  bool hostAccessible() const override { return false; }
   Result<void*> alloc(size_t bytes) override;
   Status free(void* p) override;
   Result<StreamHandle> createStream() override;
