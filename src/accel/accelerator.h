@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <functional>
 
+#include "accel/host_flag.h"
 #include "core/status.h"
 #include "kernels/reduce.h"
 
@@ -46,6 +47,9 @@ class Accelerator {
   virtual Status free(void* p) = 0;
 
   virtual Result<StreamHandle> createStream() = 0;
+  // Whether s is one of this backend's streams (nullptr, the default
+  // stream, is every device backend's; the host backend has none).
+  virtual bool ownsStream(StreamHandle s) = 0;
   // Waits for the stream's work first.
   virtual Status destroyStream(StreamHandle s) = 0;
 
@@ -58,6 +62,13 @@ class Accelerator {
   // fn runs on a host thread once s reaches it; work enqueued on s after it
   // waits until fn returns (cudaLaunchHostFunc). fn must not enqueue on s.
   virtual Status hostFnAsync(StreamHandle s, std::function<void()> fn) = 0;
+  // Work enqueued on s after this waits until flag->load() >= value
+  // (cuStreamWaitValue32 for CUDA: the stream waits, no host thread is
+  // held). After timeoutMs (<= 0: none) the stream goes on, with a WARN.
+  virtual Status waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,
+                               int64_t timeoutMs) = 0;
+  // Whether everything enqueued on s so far has run (cudaStreamQuery).
+  virtual Result<bool> idle(StreamHandle s) = 0;
   // Blocks until everything enqueued on s so far has run, or fails after
   // timeoutMs (<= 0: no deadline) with kTimeout.
   virtual Status synchronize(StreamHandle s, int64_t timeoutMs) = 0;
@@ -71,6 +82,13 @@ Accelerator& host();
 // The backend whose memory p is, asking every created device backend; the
 // host backend when none claims it.
 Accelerator& ownerOf(const void* p);
+
+// The device backend FERRY_DEVICE names (created at the first ask), or
+// nullptr when it is empty; an unknown name is WARNed once and is nullptr.
+Accelerator* configured();
+
+// The created device backend that owns stream s (non-null), or nullptr.
+Accelerator* streamOwner(StreamHandle s);
 
 // Whether a device backend exists in this process. While none does, no
 // pointer can be device memory: the API's per-call check is this one load.

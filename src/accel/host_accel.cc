@@ -4,6 +4,8 @@
 #include <cstring>
 #include <cstdlib>
 
+#include "core/log.h"
+
 namespace ferry::accel {
 
 Result<void*> HostAccelerator::alloc(size_t bytes) {
@@ -30,6 +32,14 @@ Status HostAccelerator::reduceAsync(void* dst, const void* a, const void* b, siz
 
 Status HostAccelerator::hostFnAsync(StreamHandle, std::function<void()> fn) {
   fn();
+  return Status::ok();
+}
+
+// No stream to hold: the caller waits.
+Status HostAccelerator::waitFlagAsync(StreamHandle, const HostFlag* flag, uint32_t value,
+                                      int64_t timeoutMs) {
+  if (!flag->waitAtLeast(value, timeoutMs))
+    FERRY_WARN("host stream: a wait for a flag gave up after %lld ms", static_cast<long long>(timeoutMs));
   return Status::ok();
 }
 

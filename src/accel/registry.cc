@@ -2,10 +2,12 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "accel/accelerator.h"
 #include "accel/host_accel.h"
 #include "accel/test_device.h"
+#include "core/config.h"
 #include "core/log.h"
 
 namespace ferry::accel {
@@ -75,6 +77,25 @@ Accelerator& ownerOf(const void* p) {
       if (c.backend[i] && c.backend[i]->owns(p)) return *c.backend[i];
   }
   return host();
+}
+
+Accelerator* configured() {
+  static Accelerator* const dev = [] () -> Accelerator* {
+    std::string name = config::getString(config::Param::kDevice);
+    if (name.empty()) return nullptr;
+    Accelerator* a = name == "host" ? nullptr : find(name.c_str());
+    if (!a) FERRY_WARN("FERRY_DEVICE=%s: no such device backend (known: testdev)", name.c_str());
+    return a;
+  }();
+  return dev;
+}
+
+Accelerator* streamOwner(StreamHandle s) {
+  Created& c = created();
+  std::lock_guard<std::mutex> g(c.mu);
+  for (size_t i = 1; i < kCount; ++i)
+    if (c.backend[i] && c.backend[i]->ownsStream(s)) return c.backend[i].get();
+  return nullptr;
 }
 
 }  // namespace ferry::accel

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "accel/test_stream.h"
+#include "core/log.h"
 
 namespace ferry::accel {
 
@@ -167,6 +168,29 @@ Status TestDevice::hostFnAsync(StreamHandle h, std::function<void()> fn) {
   FERRY_ASSIGN(TestStream * s, stream(h));
   s->enqueue(std::move(fn));
   return Status::ok();
+}
+
+// The worker waits, as a GPU's stream would at cuStreamWaitValue32.
+Status TestDevice::waitFlagAsync(StreamHandle h, const HostFlag* flag, uint32_t value,
+                                 int64_t timeoutMs) {
+  FERRY_ASSIGN(TestStream * s, stream(h));
+  s->enqueue([flag, value, timeoutMs] {
+    if (!flag->waitAtLeast(value, timeoutMs))
+      FERRY_WARN("testdev stream: a wait for a host flag gave up after %lld ms; the stream goes on",
+                 static_cast<long long>(timeoutMs));
+  });
+  return Status::ok();
+}
+
+bool TestDevice::ownsStream(StreamHandle h) {
+  if (!h) return true;
+  std::lock_guard<std::mutex> g(mu_);
+  return streams_.count(static_cast<TestStream*>(h)) > 0;
+}
+
+Result<bool> TestDevice::idle(StreamHandle h) {
+  FERRY_ASSIGN(TestStream * s, stream(h));
+  return s->idle();
 }
 
 Status TestDevice::synchronize(StreamHandle h, int64_t timeoutMs) {

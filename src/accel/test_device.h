@@ -38,10 +38,14 @@ class TestDevice final : public Accelerator {
   Status free(void* p) override;
   Result<StreamHandle> createStream() override;
   Status destroyStream(StreamHandle s) override;
+  bool ownsStream(StreamHandle h) override;
   Status copyAsync(void* dst, const void* src, size_t bytes, StreamHandle s) override;
   Status reduceAsync(void* dst, const void* a, const void* b, size_t count, kernels::DType t,
                      kernels::Op op, StreamHandle s) override;
   Status hostFnAsync(StreamHandle s, std::function<void()> fn) override;
+  Status waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,
+                       int64_t timeoutMs) override;
+  Result<bool> idle(StreamHandle s) override;
   Status synchronize(StreamHandle s, int64_t timeoutMs) override;
 
   // Every task of every stream sleeps this long before it runs (tests of

@@ -39,6 +39,11 @@ Status TestStream::drain(int64_t timeoutMs) {
                       " task(s) still pending after " + std::to_string(timeoutMs) + " ms");
 }
 
+bool TestStream::idle() {
+  std::lock_guard<std::mutex> g(mu_);
+  return completed_ == enqueued_;
+}
+
 void TestStream::run() {
   std::unique_lock<std::mutex> g(mu_);
   for (;;) {

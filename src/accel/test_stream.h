@@ -25,6 +25,8 @@ class TestStream {
   // Until every task enqueued before this call has run; kTimeout after
   // timeoutMs (<= 0: no deadline).
   Status drain(int64_t timeoutMs);
+  // Whether every task enqueued so far has run.
+  bool idle();
 
  private:
   void run();

@@ -33,6 +33,8 @@ Result<Extent> sideExtent(const void* buf, const char* bufName, const size_t* co
                           int nranks, size_t elt) {
   FERRY_TRY(checkPtr(counts, countsName));
   FERRY_TRY(checkPtr(displs, displsName));
+  // Host memory only (the bridge does not carry ferryAlltoAllv yet).
+  if (buf && accel::anyDevice()) FERRY_TRY(deviceMemoryCheck(buf, bufName));
   Extent e{SIZE_MAX, 0};
   for (int p = 0; p < nranks; ++p) {
     if (counts[p] == 0) continue;
@@ -60,6 +62,7 @@ Status validate(const void* sendbuff, const size_t* sendcounts, const size_t* sd
                 ncclDataType_t datatype, ncclComm_t comm, int* nranks, size_t* elt,
                 Comm** out) {
   FERRY_ASSIGN(Comm * c, readyComm(comm));
+  FERRY_TRY(c->quiesce());
   *out = c;
   FERRY_ASSIGN(kernels::DType t, checkType(datatype));
   *nranks = c->nranks();

@@ -7,6 +7,7 @@
 #include "api/edge.h"
 #include "api/exports.h"
 #include "comm/group.h"
+#include "comm/stream_bridge.h"
 
 namespace ferry::api {
 namespace {
@@ -26,6 +27,7 @@ struct CollCall {
   int root;
   bool reduces;
   bool rooted;
+  void* stream;
 };
 
 Result<ReduceSpec> reduceSpec(Comm* c, int op, kernels::DType t) {
@@ -72,11 +74,24 @@ void logCall(const CollCall& k, Comm* c) {
              static_cast<int>(k.op), k.root, static_cast<void*>(c), c->nranks());
 }
 
+// A call ordered on a stream (device buffers, or a device's stream) goes to
+// the communicator's queue; a host call waits for what is queued first.
+// Only when a device backend exists (one load otherwise).
+Status orderOnStream(Comm* c, const void* send, const void* recv, void* stream,
+                     accel::Accelerator** dev) {
+  if (accel::anyDevice()) {
+    FERRY_ASSIGN(*dev, orderingDevice(send, recv, stream));
+  }
+  if (*dev || !c->queueBusy()) [[likely]] return Status::ok();
+  return c->quiesce();
+}
+
 Status submit(const CollCall& k, ncclComm_t comm) {
   FERRY_ASSIGN(Comm * c, readyComm(comm));
-  // The same arguments as a call that passed every check below: run it again.
+  // The same arguments as a call that passed every check below: run it
+  // again (not while the stream queue runs: it owns the plans then).
   CallKey key{k.sendbuff, k.recvbuff, k.count, static_cast<int32_t>(k.kind), k.type, k.op, k.root};
-  if (Repeat r; findRepeat(c, key, &r)) {
+  if (Repeat r; !c->queueBusy() && findRepeat(c, key, &r)) {
     logCall(k, c);
     return runRepeat(c, r);
   }
@@ -91,8 +106,8 @@ Status submit(const CollCall& k, ncclComm_t comm) {
   }
   bool needSend, needRecv;
   significance(k, c->rank(), &needSend, &needRecv);
-  if (k.count > 0 && needSend) FERRY_TRY(checkPtr(k.sendbuff, "sendbuff"));
-  if (k.count > 0 && needRecv) FERRY_TRY(checkPtr(k.recvbuff, "recvbuff"));
+  if (k.count > 0 && needSend) FERRY_TRY(checkBuffer(k.sendbuff, "sendbuff"));
+  if (k.count > 0 && needRecv) FERRY_TRY(checkBuffer(k.recvbuff, "recvbuff"));
   task.args = CollArgs{k.kind, c->rank(), c->nranks(), k.root, k.count, e, false};
   task.args.inPlace = needSend && needRecv && detectInPlace(k, c->rank(), k.count * e);
   // What every rank must agree on (exec/op_check.h); the group engine
@@ -107,7 +122,10 @@ Status submit(const CollCall& k, ncclComm_t comm) {
   logCall(k, c);
   if (k.count == 0) return Status::ok();
   task.key = key;
-  if (k.kind == CollKind::kAllToAll && task.args.inPlace) {
+  FERRY_TRY(orderOnStream(c, needSend ? k.sendbuff : nullptr, needRecv ? k.recvbuff : nullptr,
+                          k.stream, &task.dev));
+  task.stream = k.stream;
+  if (k.kind == CollKind::kAllToAll && task.args.inPlace && !task.dev) {
     // Blocks are received while others are still being sent: work on a copy.
     // The copy comes from the communicator's staging pool (reused, and
     // shared memory a local peer reads by reference).
@@ -127,16 +145,21 @@ ncclResult_t coll(const CollCall& k, ncclComm_t comm) {
 }
 
 Status submitP2p(const char* fn, bool isSend, void* buf, size_t count, int type,
-                 int peer, ncclComm_t comm) {
+                 int peer, ncclComm_t comm, void* stream) {
   FERRY_ASSIGN(Comm * c, readyComm(comm));
   FERRY_ASSIGN(kernels::DType t, checkType(type));
   size_t e = kernels::sizeOf(t);
   FERRY_TRY(checkSize(count, e, 1));
   FERRY_TRY(checkRank(peer, c->nranks(), "peer"));
-  if (count > 0) FERRY_TRY(checkPtr(buf, isSend ? "sendbuff" : "recvbuff"));
+  if (count > 0) FERRY_TRY(checkBuffer(buf, isSend ? "sendbuff" : "recvbuff"));
   FERRY_INFO(log::kColl, "%s: buff %p count %zu datatype %d peer %d comm %p [nranks=%d]", fn, buf,
              count, static_cast<int>(type), peer, static_cast<void*>(c), c->nranks());
-  return enqueueP2p(P2pTask{c, isSend, peer, count * e, buf});
+  P2pTask task{c, isSend, peer, count * e, buf};
+  if (accel::anyDevice()) [[unlikely]] {  // no queue exists otherwise
+    FERRY_TRY(orderOnStream(c, count ? buf : nullptr, nullptr, stream, &task.dev));
+    task.stream = stream;
+  }
+  return enqueueP2p(task);
 }
 
 }  // namespace
@@ -149,57 +172,57 @@ using ferry::api::CollCall;
 FERRY_EXPORT(ncclResult_t, ncclAllReduce, (const void* sendbuff, void* recvbuff, size_t count,
              ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)) {
   return coll({"ncclAllReduce", CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0,
-               true, false}, comm);
+               true, false, stream}, comm);
 }
 
 FERRY_EXPORT(ncclResult_t, ncclBroadcast, (const void* sendbuff, void* recvbuff, size_t count,
              ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)) {
   return coll({"ncclBroadcast", CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum,
-               root, false, true}, comm);
+               root, false, true, stream}, comm);
 }
 
 FERRY_EXPORT(ncclResult_t, ncclBcast, (void* buff, size_t count, ncclDataType_t datatype, int root,
              ncclComm_t comm, cudaStream_t stream)) {
   return coll({"ncclBcast", CollKind::kBroadcast, buff, buff, count, datatype, ncclSum, root, false,
-               true}, comm);
+               true, stream}, comm);
 }
 
 FERRY_EXPORT(ncclResult_t, ncclReduce, (const void* sendbuff, void* recvbuff, size_t count,
              ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
              cudaStream_t stream)) {
   return coll({"ncclReduce", CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, true,
-               true}, comm);
+               true, stream}, comm);
 }
 
 FERRY_EXPORT(ncclResult_t, ncclAllGather, (const void* sendbuff, void* recvbuff, size_t sendcount,
              ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)) {
   return coll({"ncclAllGather", CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype,
-               ncclSum, 0, false, false}, comm);
+               ncclSum, 0, false, false, stream}, comm);
 }
 
 FERRY_EXPORT(ncclResult_t, ncclReduceScatter, (const void* sendbuff, void* recvbuff,
              size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
              cudaStream_t stream)) {
   return coll({"ncclReduceScatter", CollKind::kReduceScatter, sendbuff, recvbuff, recvcount,
-               datatype, op, 0, true, false}, comm);
+               datatype, op, 0, true, false, stream}, comm);
 }
 
 FERRY_EXPORT(ncclResult_t, ncclAlltoAll, (const void* sendbuff, void* recvbuff, size_t count,
              ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)) {
   return coll({"ncclAlltoAll", CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, ncclSum, 0,
-               false, false}, comm);
+               false, false, stream}, comm);
 }
 
 FERRY_EXPORT(ncclResult_t, ncclGather, (const void* sendbuff, void* recvbuff, size_t count,
              ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)) {
   return coll({"ncclGather", CollKind::kGather, sendbuff, recvbuff, count, datatype, ncclSum, root,
-               false, true}, comm);
+               false, true, stream}, comm);
 }
 
 FERRY_EXPORT(ncclResult_t, ncclScatter, (const void* sendbuff, void* recvbuff, size_t count,
              ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)) {
   return coll({"ncclScatter", CollKind::kScatter, sendbuff, recvbuff, count, datatype, ncclSum, root,
-               false, true}, comm);
+               false, true, stream}, comm);
 }
 
 FERRY_EXPORT(ncclResult_t, ncclSend, (const void* sendbuff, size_t count, ncclDataType_t datatype,
@@ -209,7 +232,7 @@ FERRY_EXPORT(ncclResult_t, ncclSend, (const void* sendbuff, size_t count, ncclDa
   const int type = datatype;
   return ferry::api::guard("ncclSend", [&] {
     return ferry::api::submitP2p("ncclSend", true, const_cast<void*>(sendbuff), count, type,
-                                 peer, comm);
+                                 peer, comm, stream);
   });
 }
 
@@ -217,6 +240,6 @@ FERRY_EXPORT(ncclResult_t, ncclRecv, (void* recvbuff, size_t count, ncclDataType
              int peer, ncclComm_t comm, cudaStream_t stream)) {
   const int type = datatype;  // see ncclSend
   return ferry::api::guard("ncclRecv", [&] {
-    return ferry::api::submitP2p("ncclRecv", false, recvbuff, count, type, peer, comm);
+    return ferry::api::submitP2p("ncclRecv", false, recvbuff, count, type, peer, comm, stream);
   });
 }

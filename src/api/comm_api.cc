@@ -76,6 +76,11 @@ Status initAll(ncclComm_t* comms, int ndev, const int* devlist) {
 // more (queued work fails at ncclGroupEnd), wait (bounded) for work in
 // flight, then free.
 Status release(Comm* c) {
+  // Work queued behind streams runs first (an aborted comm fails it fast);
+  // what cannot run is cancelled when the comm is freed.
+  if (Status st = c->quiesce(); !st.isOk())
+    FERRY_WARN("rank %d: destroying with stream-ordered work not done: %s", c->rank(),
+               st.message().c_str());
   unregisterComm(c);
   mem::releaseRegistrationsOf(c);  // later deregisters of its handles are harmless
   c->waitIdle(c->timeoutMs());
@@ -125,6 +130,7 @@ FERRY_EXPORT(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, 
              ncclConfig_t* config)) {
   return guard("ncclCommSplit", [&]() -> Status {
     FERRY_ASSIGN(Comm * parent, managedComm(comm));
+    FERRY_TRY(parent->quiesce());  // the split's exchange comes after queued work
     FERRY_TRY(checkPtr(newcomm, "newcomm"));
     *newcomm = nullptr;
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
@@ -148,7 +154,10 @@ FERRY_EXPORT(ncclResult_t, ncclCommFinalize, (ncclComm_t comm)) {
     if (c->finalized()) return invalidArgument("ncclCommFinalize called twice");
     if (c->revoked()) return invalidUsage("communicator was revoked: only ncclCommDestroy, Split and Shrink may follow");
     c->joinInit();
-    c->setFinalized();  // host work completes inside each call: nothing left to flush
+    // Host work completes inside each call; work queued behind streams is
+    // flushed here.
+    FERRY_TRY(c->quiesce());
+    c->setFinalized();
     return Status::ok();
   });
 }

@@ -39,8 +39,7 @@ Status deviceMemoryCheck(const void* p, const char* what) {
   accel::Accelerator& owner = accel::ownerOf(p);
   if (&owner == &accel::host()) return Status::ok();
   return invalidUsage(std::string(what) + " is " + owner.name() +
-                      " device memory; Ferry's collectives do not run on device memory yet "
-                      "(docs/accelerators.md)");
+                      " device memory; this call takes host memory only (docs/accelerators.md)");
 }
 
 Status rankError(int r, int nranks, const char* what) {

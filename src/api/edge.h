@@ -61,14 +61,20 @@ inline Result<kernels::DType> checkType(int t) {
   if (t >= 0 && t < ncclNumTypes) [[likely]] return static_cast<kernels::DType>(t);
   return typeError(t);
 }
-// Device memory (src/accel) is refused by name until collectives can run
-// on it (issue 14, docs/accelerators.md), instead of being read as host
-// memory; while no device backend exists the check is one load.
+// Where only host memory will do (ferryAlltoAllv, registration, windows),
+// device memory (src/accel) is refused by name instead of being read as
+// host memory; while no device backend exists the check is one load.
 Status deviceMemoryCheck(const void* p, const char* what);
 inline Status checkPtr(const void* p, const char* what) {
   if (p != nullptr && !accel::anyDevice()) [[likely]] return Status::ok();
   if (p == nullptr) return ptrError(what);
   return deviceMemoryCheck(p, what);
+}
+// A collective's or Send/Recv's buffer: not NULL; host or device memory
+// (device memory is ordered on the stream, comm/stream_bridge.h).
+inline Status checkBuffer(const void* p, const char* what) {
+  if (p != nullptr) [[likely]] return Status::ok();
+  return ptrError(what);
 }
 inline Status checkRank(int r, int nranks, const char* what) {
   if (r >= 0 && r < nranks) [[likely]] return Status::ok();

@@ -110,6 +110,11 @@ FERRY_EXPORT(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm)) 
 FERRY_EXPORT(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
   return guard("ncclMemAlloc", [&]() -> Status {
     FERRY_TRY(checkPtr(ptr, "ptr"));
+    // FERRY_DEVICE names a device: its memory, as NCCL's is a GPU's.
+    if (accel::Accelerator* d = accel::configured()) {
+      FERRY_ASSIGN(*ptr, d->alloc(size));
+      return Status::ok();
+    }
     // Shared memory (a memfd) that local peers can map: symmetric windows.
     FERRY_ASSIGN(*ptr, mem::allocShared(size));
     return Status::ok();
@@ -119,6 +124,8 @@ FERRY_EXPORT(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
 FERRY_EXPORT(ncclResult_t, ncclMemFree, (void* ptr)) {
   return guard("ncclMemFree", [&]() -> Status {
     if (ptr == nullptr) return Status::ok();
+    if (accel::anyDevice())
+      if (accel::Accelerator& d = accel::ownerOf(ptr); &d != &accel::host()) return d.free(ptr);
     mem::SharedRange r;
     size_t bytes = mem::lookupShared(ptr, 1, &r) ? r.allocBytes : 0;
     FERRY_TRY(mem::freeShared(ptr));

@@ -31,6 +31,8 @@ Status shrink(ncclComm_t comm, const int* list, int count, ncclComm_t* newcomm, 
   FERRY_TRY(checkPtr(newcomm, "newcomm"));
   *newcomm = nullptr;
   FERRY_ASSIGN(Comm * parent, managedComm(comm));
+  // Failed work in the stream queue fails fast: the comm is failed.
+  FERRY_TRY(parent->quiesce());
   if (flags != NCCL_SHRINK_DEFAULT && flags != NCCL_SHRINK_ABORT)
     return invalidArgument("shrinkFlags " + std::to_string(flags) +
                            ": NCCL_SHRINK_DEFAULT (0) or NCCL_SHRINK_ABORT (1)");

@@ -19,6 +19,7 @@ FERRY_EXPORT(ncclResult_t, ncclCommWindowRegister,
              (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags)) {
   return guard("ncclCommWindowRegister", [&]() -> Status {
     FERRY_ASSIGN(Comm * c, readyComm(comm));
+    FERRY_TRY(c->quiesce());
     FERRY_TRY(checkPtr(win, "win"));
     FERRY_TRY(checkPtr(buff, "buff"));
     if (size == 0) return invalidArgument("size is 0");
@@ -34,6 +35,7 @@ FERRY_EXPORT(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindo
   return guard("ncclCommWindowDeregister", [&]() -> Status {
     FERRY_ASSIGN(Comm * c, liveComm(comm));
     FERRY_TRY(checkPtr(win, "win"));
+    FERRY_TRY(c->quiesce());  // queued work may still use the window
     return c->windows().remove(win);
   });
 }

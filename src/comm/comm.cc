@@ -59,6 +59,7 @@ Comm::Comm(int rank, int nranks, CommConfig config)
 }
 
 Comm::~Comm() {
+  queue_.reset();  // cancels what never ran, joins the progress thread
   joinInit();
   plans_.clear();
   closeConnections();
@@ -327,6 +328,23 @@ void Comm::pollBackground() {
   if (!ready_.load() || asyncResult_.load() != ncclSuccess) return;
   Status st = boardCheck();
   if (!st.isOk()) latch(st);
+}
+
+OpQueue& Comm::ensureOpQueue() {
+  if (!queue_) queue_ = std::make_unique<OpQueue>(rank_);
+  return *queue_;
+}
+
+Status Comm::quiesce() {
+  if (!queue_ || !queue_->busy() || queue_->onThread()) return Status::ok();
+  return queue_->drain(&abort_, timeoutMs_);
+}
+
+void Comm::noteStaged(const char* device, size_t bytes) {
+  stagedBytes_.fetch_add(bytes, std::memory_order_relaxed);
+  if (!stagedLogged_.exchange(true))
+    FERRY_INFO(log::kInit, "rank %d: %s memory is staged through host buffers (CPU-forward bridge); "
+               "operations on it are queued behind their streams", rank_, device);
 }
 
 void Comm::waitIdle(int64_t timeoutMs) {

@@ -25,6 +25,7 @@
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/fail_board.h"
+#include "comm/op_queue.h"
 #include "comm/presence.h"
 #include "comm/repeat_call.h"
 #include "core/status.h"
@@ -155,6 +156,19 @@ class Comm final : public ConnectionSource {
   int nextShrinkSeq() { return shrinkSeq_++; }
   std::string describe() const;
 
+  // Operations ordered on streams (op_queue.h, stream_bridge.h): the queue
+  // exists from the first. While it is busy, host calls drain it first
+  // (quiesce; a no-op on the queue's own thread).
+  OpQueue& ensureOpQueue();
+  bool queueBusy() const { return queue_ && queue_->busy(); }
+  Status quiesce();
+  // Staging for device memory; what the bridge held in flight at most.
+  static constexpr size_t kBridgeMaxHeldBytes = size_t(512) << 20;
+  mem::StagingPool& bridgePool() { return bridgePool_; }
+  // Counts bytes copied through staging; the first time, one INFO line.
+  void noteStaged(const char* device, size_t bytes);
+  uint64_t stagedBytes() const { return stagedBytes_.load(); }
+
   // ncclCommWindowRegister (collective over the bootstrap; window.h) and the
   // table collectives look their buffers up in (symmetric_bind.h).
   Result<mem::Window*> registerWindow(void* buff, size_t bytes, int flags);
@@ -221,6 +235,10 @@ class Comm final : public ConnectionSource {
   RepeatCalls repeats_;
   mem::StagingPool staging_;
   mem::WindowTable windows_;
+  mem::StagingPool bridgePool_{8};
+  std::atomic<uint64_t> stagedBytes_{0};
+  std::atomic<bool> stagedLogged_{false};
+  std::unique_ptr<OpQueue> queue_;  // last: stopped first (~Comm)
 };
 
 

@@ -10,6 +10,7 @@
 #include "comm/p2p_exchange.h"
 #include "comm/p2p_plan.h"
 #include "comm/registry.h"
+#include "comm/stream_bridge.h"
 #include "comm/symmetric_bind.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -30,6 +31,7 @@ struct CommTasks {
   uint64_t serial = 0;  // the comm the pointer meant when work was queued
   std::vector<CollTask> colls;
   std::vector<P2pTask> p2ps;
+  bool device = false;  // a task is stream-ordered: the lot goes to the bridge
 };
 
 // Reused from group to group (cleared, capacity kept): the small-message
@@ -43,6 +45,7 @@ struct GroupState {
     for (size_t i = 0; i < used; ++i) {
       comms[i].colls.clear();
       comms[i].p2ps.clear();
+      comms[i].device = false;
     }
     used = 0;
     inits.clear();
@@ -318,7 +321,11 @@ bool runP2pRepeat(const GroupState& g, Status* st) {
   if (g.used != 1 || !g.inits.empty()) return false;
   const CommTasks& q = g.comms[0];
   Comm* c = q.comm;
-  if (!q.colls.empty() || q.p2ps.empty() || !acquireComm(c, q.serial)) return false;
+  if (!q.colls.empty() || q.p2ps.empty() || q.device || !acquireComm(c, q.serial)) return false;
+  if (c->queueBusy()) {  // the general path drains the stream queue first
+    c->exit();
+    return false;
+  }
   // A rail exchange (FERRY_P2P_RAIL) is never remembered as a repeat.
   Executor* e = nullptr;
   if (!c->p2pRail()) {
@@ -348,6 +355,14 @@ Status execute(GroupState& g) {
     if (!acquireComm(c, q.serial)) {
       Status st = destroyedWhileQueued(q.colls, q.p2ps);
       if (result.isOk() || result.code() == Code::kInProgress) result = st;
+      continue;
+    }
+    // Stream-ordered work goes to the communicator's queue as one job;
+    // host work waits for what is queued before it.
+    Status q0 = q.device ? bridgeSubmit(c, std::move(q.colls), std::move(q.p2ps)) : c->quiesce();
+    if (q.device || !q0.isOk()) {
+      c->exit();
+      if (!q0.isOk() && (result.isOk() || result.code() == Code::kInProgress)) result = q0;
       continue;
     }
     if (n == work.size()) work.emplace_back();
@@ -449,6 +464,13 @@ Status groupSimulateEnd(float* estimatedUs) {
 // bookkeeping (this is the small-message latency path).
 Status enqueueColl(const CollTask& t) {
   GroupState& g = group();
+  if (t.dev) [[unlikely]] {
+    if (g.depth == 0) return bridgeSubmit(t.comm, {t}, {});
+    CommTasks& q = g.of(t.comm);
+    q.colls.push_back(t);
+    q.device = true;
+    return Status::ok();
+  }
   if (g.depth == 0 && t.alltoallv) return runAlone(t.comm, {t}, {});
   if (g.depth == 0) {
     Comm* c = t.comm;
@@ -503,8 +525,10 @@ Status runRepeat(Comm* c, const Repeat& rep) {
 
 Status enqueueP2p(const P2pTask& t) {
   GroupState& g = group();
-  if (g.depth == 0) [[unlikely]] return runAloneP2p(t);
-  g.of(t.comm).p2ps.push_back(t);
+  if (g.depth == 0) [[unlikely]] return t.dev ? bridgeSubmit(t.comm, {}, {t}) : runAloneP2p(t);
+  CommTasks& q = g.of(t.comm);
+  q.p2ps.push_back(t);
+  if (t.dev) [[unlikely]] q.device = true;
   return Status::ok();
 }
 

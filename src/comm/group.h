@@ -9,13 +9,16 @@
 // thread so their ranks can make progress against each other.
 //
 // With host buffers and a NULL stream every call (or the ncclGroupEnd that
-// closes a group) returns after the operation has completed.
+// closes a group) returns after the operation has completed. Work on device
+// memory is queued behind its stream instead (stream_bridge.h); a
+// communicator's group containing any goes to the queue as one job.
 #pragma once
 
 #include <nccl.h>
 
 #include <memory>
 
+#include "accel/accelerator.h"
 #include "algorithms/schedule.h"
 #include "comm/alltoallv_call.h"
 #include "comm/comm.h"
@@ -41,6 +44,11 @@ struct CollTask {
   // The call's arguments when a repeat of it may skip the checks and the
   // lookup (repeat_call.h); kind -1: it may not.
   CallKey key;
+  // Not null: the call is ordered on `stream` of this accelerator (its
+  // buffers are device memory, or its stream a device's); it runs through
+  // the communicator's queue and host staging (stream_bridge.h).
+  accel::Accelerator* dev = nullptr;
+  accel::StreamHandle stream = nullptr;
 };
 
 struct P2pTask {
@@ -49,6 +57,8 @@ struct P2pTask {
   int peer = -1;
   size_t bytes = 0;
   void* buf = nullptr;
+  accel::Accelerator* dev = nullptr;  // as CollTask's
+  accel::StreamHandle stream = nullptr;
 };
 
 Status groupStart();

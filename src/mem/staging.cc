@@ -9,32 +9,42 @@ namespace ferry::mem {
 Result<std::shared_ptr<char[]>> StagingPool::take(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   // use_count() == 1: only the pool holds it, so no run still reads it.
-  if (kept_ && kept_.use_count() == 1 && keptBytes_ >= bytes) {
+  // The smallest such block that fits.
+  Block* fit = nullptr;
+  for (Block& b : kept_)
+    if (b.p.use_count() == 1 && b.bytes >= bytes && (!fit || b.bytes < fit->bytes)) fit = &b;
+  if (fit) {
     // The last other holder's release (an atomic decrement) before our
     // reuse: its run's reads of the block are over.
     std::atomic_thread_fence(std::memory_order_acquire);
-    return kept_;
+    return fit->p;
   }
   FERRY_ASSIGN(void* p, allocShared(bytes == 0 ? 1 : bytes));
   std::shared_ptr<char[]> block(static_cast<char*>(p), [](char* q) { (void)freeShared(q); });
-  // Keep the larger block: a communicator alternating two sizes settles on
-  // one block; one still in use elsewhere is replaced and freed by its user.
-  if (!kept_ || kept_.use_count() == 1 || bytes >= keptBytes_) {
-    kept_ = block;
-    keptBytes_ = bytes;
+  if (kept_.size() < keep_) {
+    kept_.push_back(Block{block, bytes});
+    return block;
   }
+  // Full: replace the smallest block nobody uses if the new one is larger
+  // (a communicator alternating two sizes settles on the larger); a block
+  // still in use elsewhere is freed by its last user.
+  Block* small = nullptr;
+  for (Block& b : kept_)
+    if (b.p.use_count() == 1 && (!small || b.bytes < small->bytes)) small = &b;
+  if (small && small->bytes < bytes) *small = Block{block, bytes};
   return block;
 }
 
 void StagingPool::release() {
   std::lock_guard<std::mutex> lock(mu_);
-  kept_.reset();
-  keptBytes_ = 0;
+  kept_.clear();
 }
 
 size_t StagingPool::keptBytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return kept_ ? keptBytes_ : 0;
+  size_t n = 0;
+  for (const Block& b : kept_) n += b.bytes;
+  return n;
 }
 
 }  // namespace ferry::mem

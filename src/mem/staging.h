@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/status.h"
 
@@ -20,6 +21,9 @@ namespace ferry::mem {
 
 class StagingPool {
  public:
+  // keep: how many blocks the pool holds on to (the bridge of device
+  // memory, comm/stream_bridge.h, has several operations in flight).
+  explicit StagingPool(size_t keep = 1) : keep_(keep == 0 ? 1 : keep) {}
   // A block of at least `bytes`, not zero-filled (the caller overwrites
   // it). The block stays the caller's until its last copy of the pointer
   // is dropped; then the pool may hand it out again.
@@ -29,9 +33,13 @@ class StagingPool {
   size_t keptBytes() const;
 
  private:
+  struct Block {
+    std::shared_ptr<char[]> p;  // the pool's own reference
+    size_t bytes = 0;
+  };
+  const size_t keep_;
   mutable std::mutex mu_;
-  std::shared_ptr<char[]> kept_;  // the pool's own reference
-  size_t keptBytes_ = 0;
+  std::vector<Block> kept_;
 };
 
 }  // namespace ferry::mem

@@ -1,6 +1,7 @@
 // Datatype codecs, exact value generators and checks for the mp suites.
 #include "tests/mp/mp_util.h"
 
+#include <ferry/device.h>
 #include <ftw.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -307,18 +308,61 @@ double sentinelValue(ncclDataType_t dt) {
 
 namespace {
 BufferSource* gSource = nullptr;
+bool gDevice = false;
 }  // namespace
 
 void setBufferSource(BufferSource* s) { gSource = s; }
 
+void setDeviceBuffers(bool on) { gDevice = on; }
+bool deviceBuffers() { return gDevice; }
+
 HostBuf::HostBuf(ncclDataType_t dt, size_t count) : dt_(dt), count_(count) {
   // malloc(0) may return NULL; keep a real pointer so count-0 calls get one.
-  size_t bytes = count * dtypeSize(dt) + 16;
-  p_ = gSource ? gSource->alloc(bytes) : std::malloc(bytes);
+  bytes_ = count * dtypeSize(dt) + 16;
+  if (gDevice) {
+    p_ = std::calloc(1, bytes_);
+    if (!p_ || ferryDeviceAlloc(&dev_, bytes_) != ncclSuccess) std::abort();
+    hostNewer_ = true;
+    return;
+  }
+  p_ = gSource ? gSource->alloc(bytes_) : std::malloc(bytes_);
   if (!p_) std::abort();
 }
 
+void* HostBuf::at(size_t i) {
+  if (!dev_) return static_cast<char*>(p_) + i * dtypeSize(dt_);
+  if (hostNewer_ && ferryDeviceMemcpyAsync(dev_, p_, bytes_, nullptr) != ncclSuccess) std::abort();
+  hostNewer_ = false;
+  deviceNewer_ = true;
+  return static_cast<char*>(dev_) + i * dtypeSize(dt_);
+}
+
+void HostBuf::download() const {
+  if (ferryDeviceMemcpyAsync(p_, dev_, bytes_, nullptr) != ncclSuccess ||
+      ferryDeviceStreamSynchronize(nullptr) != ncclSuccess)
+    std::abort();
+  deviceNewer_ = false;
+}
+
+void HostBuf::set(size_t i, double v) {
+  if (deviceNewer_) download();
+  encodeValue(dt_, v, p_, i);
+  if (dev_) hostNewer_ = true;
+}
+
+double HostBuf::get(size_t i) const {
+  if (deviceNewer_) download();
+  return decodeValue(dt_, p_, i);
+}
+
 HostBuf::~HostBuf() {
+  if (dev_) {
+    // Work still queued on the stream may write the buffer: let it finish.
+    (void)ferryDeviceStreamSynchronize(nullptr);
+    (void)ferryDeviceFree(dev_);
+    std::free(p_);
+    return;
+  }
   if (gSource) {
     gSource->release(p_);
   } else {

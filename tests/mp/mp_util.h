@@ -77,6 +77,14 @@ class BufferSource {
   virtual void release(void* p) = 0;
 };
 void setBufferSource(BufferSource* s);
+// Device mode (per process): every HostBuf is device memory of the
+// FERRY_DEVICE backend (ferry/device.h) behind a host mirror. data() and
+// at() upload what set() changed (on the default stream) and hand out the
+// device address; get() downloads once the device may have changed (after
+// the default stream's work so far: collectives enqueued on it included).
+// The cases of coll_cases.h then run unchanged on device memory.
+void setDeviceBuffers(bool on);
+bool deviceBuffers();
 
 class HostBuf {
  public:
@@ -84,21 +92,26 @@ class HostBuf {
   ~HostBuf();
   HostBuf(const HostBuf&) = delete;
   HostBuf& operator=(const HostBuf&) = delete;
-  void* data() { return p_; }
-  const void* data() const { return p_; }
+  void* data() { return at(0); }
+  const void* data() const { return const_cast<HostBuf*>(this)->at(0); }
   // Pointer to element i (for in-place offsets).
-  void* at(size_t i) { return static_cast<char*>(p_) + i * dtypeSize(dt_); }
+  void* at(size_t i);
   size_t count() const { return count_; }
   ncclDataType_t dtype() const { return dt_; }
-  void set(size_t i, double v) { encodeValue(dt_, v, p_, i); }
-  double get(size_t i) const { return decodeValue(dt_, p_, i); }
+  void set(size_t i, double v);
+  double get(size_t i) const;
   void fill(double v);
   void fill(const std::function<double(size_t)>& f);
 
  private:
+  void download() const;  // device mode: the mirror catches up (synchronous)
   ncclDataType_t dt_;
   size_t count_;
-  void* p_;
+  size_t bytes_;
+  void* p_;                    // the host copy (device mode: the mirror)
+  void* dev_ = nullptr;        // device mode: the device buffer
+  mutable bool hostNewer_ = false;    // set() since the last upload
+  mutable bool deviceNewer_ = false;  // handed out since the last download
 };
 
 // Checks buf[off + k] == expect(k) for k < n. Logs up to 4 mismatches with

@@ -33,6 +33,58 @@ bool resolve(void* lib, const char* name, F* fn) {
   return *fn != nullptr;
 }
 
+// Ferry's device (ferry/device.h, FERRY_DEVICE), found in the process by
+// name: the tools also run on NVIDIA's NCCL, which has no such calls.
+// Adapted to the CUDA runtime's signatures so one code path serves both;
+// copies are synchronous on the device's default stream, as cudaMemcpy is.
+struct FerryDevice {
+  int (*name)(const char**);
+  int (*alloc)(void**, size_t);
+  int (*free)(void*);
+  int (*memcpyAsync)(void*, const void*, size_t, void*);
+  int (*streamCreate)(void**);
+  int (*streamSync)(void*);
+  int (*streamDestroy)(void*);
+  int (*staged)(ncclComm_t, unsigned long long*);
+};
+FerryDevice gFerry;
+
+bool resolveFerry() {
+  return resolve(RTLD_DEFAULT, "ferryDeviceName", &gFerry.name) &&
+         resolve(RTLD_DEFAULT, "ferryDeviceAlloc", &gFerry.alloc) &&
+         resolve(RTLD_DEFAULT, "ferryDeviceFree", &gFerry.free) &&
+         resolve(RTLD_DEFAULT, "ferryDeviceMemcpyAsync", &gFerry.memcpyAsync) &&
+         resolve(RTLD_DEFAULT, "ferryDeviceStreamCreate", &gFerry.streamCreate) &&
+         resolve(RTLD_DEFAULT, "ferryDeviceStreamSynchronize", &gFerry.streamSync) &&
+         resolve(RTLD_DEFAULT, "ferryDeviceStreamDestroy", &gFerry.streamDestroy) &&
+         resolve(RTLD_DEFAULT, "ferryCommStagedBytes", &gFerry.staged);
+}
+
+int ferryCount(int* n) {
+  *n = 1;
+  return 0;
+}
+int ferrySetDevice(int) { return 0; }
+int ferryMemcpy(void* dst, const void* src, size_t bytes, int) {
+  int r = gFerry.memcpyAsync(dst, src, bytes, nullptr);
+  return r != 0 ? r : gFerry.streamSync(nullptr);
+}
+int ferryMemset(void* dst, int v, size_t bytes) {
+  void* zeros = std::malloc(bytes ? bytes : 1);
+  if (zeros == nullptr) return 1;
+  std::memset(zeros, v, bytes);
+  int r = ferryMemcpy(dst, zeros, bytes, 0);
+  std::free(zeros);
+  return r;
+}
+int ferryStreamCreate(cudaStream_t* s) {
+  return gFerry.streamCreate(reinterpret_cast<void**>(s));
+}
+int ferryStreamSync(cudaStream_t s) { return gFerry.streamSync(s); }
+int ferryStreamDestroy(cudaStream_t s) { return gFerry.streamDestroy(s); }
+// (The perf core does not link the library: no ncclGetErrorString here.)
+const char* ferryError(int r) { return r == 0 ? "no error" : "Ferry device call failed (see the WARN above)"; }
+
 unsigned char* hostAlloc(size_t bytes) {
   bytes = (bytes + 63) / 64 * 64 + 64;
   void* p = std::aligned_alloc(64, bytes);
@@ -67,6 +119,26 @@ bool PerfMem::check(int err, const char* what) {
   return false;
 }
 
+// Ferry's own device (ferry/device.h) when the library has one configured.
+bool PerfMem::initFerry(std::string* note) {
+  const char* name = nullptr;
+  if (!resolveFerry() || gFerry.name(&name) != 0) return false;
+  api_ = new Api{ferryCount, ferrySetDevice, gFerry.alloc, gFerry.free, ferryMemset, ferryMemcpy,
+                 ferryStreamCreate, ferryStreamSync, ferryStreamDestroy, ferryError};
+  device_ = true;
+  ferry_ = true;
+  deviceIndex_ = 0;
+  *note = std::string("buffers in device memory of Ferry's ") + name +
+          " device (FERRY_DEVICE; staged through host memory by the library)";
+  return check(api_->streamCreate(&stream_), "ferryDeviceStreamCreate");
+}
+
+unsigned long long PerfMem::stagedBytes(ncclComm_t comm) const {
+  unsigned long long n = 0;
+  if (ferry_ && gFerry.staged(comm, &n) != 0) n = 0;
+  return n;
+}
+
 bool PerfMem::init(const char* cudartName, bool forceHost, int rank, std::string* note) {
   if (forceHost) {
     *note = "buffers in host memory (asked for with --host-buffers or FERRY_PERF_HOST=1)";
@@ -79,6 +151,12 @@ bool PerfMem::init(const char* cudartName, bool forceHost, int rank, std::string
     lib_ = dlopen(v, RTLD_NOW | RTLD_LOCAL);
   }
   if (lib_ == nullptr) {
+    if (initFerry(note)) return true;
+    if (requireDevice_) {
+      std::fprintf(stderr, "--device-buffers: no CUDA runtime (%s) and no Ferry device (FERRY_DEVICE)\n",
+                   cudartName);
+      return false;
+    }
     *note = std::string("buffers in host memory (no CUDA runtime: ") + cudartName +
             " cannot be loaded)";
     return true;
@@ -95,6 +173,13 @@ bool PerfMem::init(const char* cudartName, bool forceHost, int rank, std::string
             resolve(lib_, "cudaGetErrorString", &api_->getErrorString);
   int count = 0;
   if (!ok || api_->getDeviceCount(&count) != 0 || count <= 0) {
+    delete api_;
+    api_ = nullptr;
+    if (initFerry(note)) return true;
+    if (requireDevice_) {
+      std::fprintf(stderr, "--device-buffers: the CUDA runtime sees no GPU and Ferry has no device (FERRY_DEVICE)\n");
+      return false;
+    }
     *note = ok ? "buffers in host memory (the CUDA runtime sees no GPU)"
                : std::string("buffers in host memory (") + cudartName + " lacks CUDA entry points)";
     return true;

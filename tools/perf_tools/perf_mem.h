@@ -2,9 +2,10 @@
 // cudaGetDeviceCount > 0) and no request for host memory, buffers are
 // cudaMalloc'ed, inputs are written to a host mirror and copied over, and
 // results are copied back for checking; ops run on a real cudaStream. This
-// matters when the tools run against NVIDIA's NCCL on a GPU machine (Ferry
-// itself is host-memory only). CUDA is loaded with dlopen, so the tools build
-// and run without it.
+// matters when the tools run against NVIDIA's NCCL on a GPU machine. Without
+// CUDA, a Ferry library with a device configured (FERRY_DEVICE, e.g. the
+// test device) gives device buffers through ferry/device.h, found by name at
+// run time. CUDA is loaded with dlopen, so the tools build and run without it.
 #pragma once
 
 #include <nccl.h>
@@ -27,6 +28,12 @@ class PerfMem {
   // or FERRY_PERF_HOST=1. *note says why host memory was chosen, or which
   // device is used. False only when CUDA loaded but failed.
   bool init(const char* cudartName, bool forceHost, int rank, std::string* note);
+  // --device-buffers: init fails when there is no device at all.
+  void requireDevice(bool on) { requireDevice_ = on; }
+  // Ferry's own device (ferry/device.h, FERRY_DEVICE) rather than CUDA.
+  bool ferryDevice() const { return ferry_; }
+  // Bytes Ferry staged through host memory for comm (0 unless ferryDevice()).
+  unsigned long long stagedBytes(ncclComm_t comm) const;
 
   bool device() const { return device_; }
   int deviceIndex() const { return deviceIndex_; }
@@ -51,10 +58,13 @@ class PerfMem {
   struct Api;
   const Block* find(const void* p) const;
   bool check(int err, const char* what);
+  bool initFerry(std::string* note);
 
   Api* api_ = nullptr;
   void* lib_ = nullptr;
   bool device_ = false;
+  bool ferry_ = false;
+  bool requireDevice_ = false;
   int deviceIndex_ = -1;
   cudaStream_t stream_ = nullptr;
   std::vector<Block> blocks_;

@@ -40,6 +40,7 @@ constexpr int kOptCsv = 1002;
 constexpr int kOptHang = 1003;
 constexpr int kOptStore = 1004;
 constexpr int kOptHostBuffers = 1005;
+constexpr int kOptDeviceBuffers = 1006;
 
 const option kLong[] = {
     {"nthreads", required_argument, nullptr, 't'},
@@ -80,6 +81,7 @@ const option kLong[] = {
     {"hang-for-test", no_argument, nullptr, kOptHang},
     {"store", required_argument, nullptr, kOptStore},
     {"host-buffers", no_argument, nullptr, kOptHostBuffers},
+    {"device-buffers", no_argument, nullptr, kOptDeviceBuffers},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -285,6 +287,9 @@ bool Parser::apply(int c, const char* arg) {
     case kOptHostBuffers:
       o->hostBuffers = true;
       return true;
+    case kOptDeviceBuffers:
+      o->deviceBuffers = true;
+      return true;
     default:
       return bad("unknown option (see -h)");
   }
@@ -373,6 +378,8 @@ std::string perfUsage(const char* prog) {
     << "  -I,--per_iter_timing 0/1  time every iteration on the host: i_min i_max i_p99 i_cv%\n"
     << "  -K,--per_iter_skip K  leave the first K iterations out of the -I statistics\n"
     << "  --host-buffers        host memory even when a GPU is present (or FERRY_PERF_HOST=1)\n"
+    << "  --device-buffers      device memory or fail: a GPU, else Ferry's FERRY_DEVICE\n"
+    << "                        (set to testdev when unset: the stand-in device)\n"
     << "  -R,--local_register 0/1/2  buffers from ncclMemAlloc, registered with\n"
     << "                        ncclCommRegister (1) or as symmetric windows (2); host\n"
     << "                        buffers only, noted and ignored with device ones (default 0)\n"

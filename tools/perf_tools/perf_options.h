@@ -35,6 +35,7 @@ struct PerfOptions {
   bool perIter = false;            // -I: per-iteration host timing columns
   int perIterSkip = 0;             // -K: iterations left out of the -I statistics
   bool cudaGraph = false;          // -G given (noted; only to refuse -I with it)
+  bool deviceBuffers = false;      // --device-buffers: device memory or fail (FERRY_DEVICE=testdev if unset)
   bool hostBuffers = false;        // --host-buffers or FERRY_PERF_HOST=1: never cudaMalloc
   int localRegister = 0;           // -R 0/1/2 (tools/demo/bench_register.h), host buffers only
   int timeoutSec = 0;              // -T, 0 = none

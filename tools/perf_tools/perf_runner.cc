@@ -213,6 +213,7 @@ int rankMain(const RankSetup& setup, const PerfOptions& o, const CollInfo& c, Ru
   // current device.
   PerfMem mem;
   std::string memNote;
+  mem.requireDevice(o.deviceBuffers);
   if (!mem.init("libcudart.so", o.hostBuffers || hostBuffersFromEnv(), rank, &memNote)) {
     return bench::kExitInternal;
   }
@@ -253,6 +254,10 @@ int rankMain(const RankSetup& setup, const PerfOptions& o, const CollInfo& c, Ru
     }
     if (code == bench::kExitOk && rank == 0) {
       report.footer();
+      // The CPU-forward bridge's traffic (ferry/device.h): what device
+      // buffers cost in copies through host memory.
+      if (mem.ferryDevice())
+        std::printf("# Staged through host memory (rank 0): %llu bytes\n", mem.stagedBytes(comm));
       std::printf("\n");
       if (!writeFiles(o, run, report, peers)) code = bench::kExitInternal;
       if (report.outOfBounds() > 0) code = bench::kExitWrong;
@@ -341,6 +346,8 @@ int perfMain(const char* coll, int argc, char** argv) {
   std::string error;
   Launch launch;
   ParseResult pr = parsePerfOptions(argc, argv, &o, &error);
+  // Before any library call reads its configuration (ranks inherit it).
+  if (pr == ParseResult::kOk && o.deviceBuffers) setenv("FERRY_DEVICE", "testdev", 0);
   // A bad traffic matrix ends the run before any rank starts (exit 1, as
   // nccl-tests' internal error).
   if (pr == ParseResult::kOk && !o.help && c->coll == Coll::kAlltoAllv &&

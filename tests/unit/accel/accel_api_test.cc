@@ -1,11 +1,17 @@
-// Device memory at the C API edge: until collectives run on it (issue 14),
-// a buffer of a device backend is refused with ncclInvalidUsage and a WARN
-// naming the buffer and the backend, never read as host memory (which, for
-// the test device, would crash).
+// Device memory at the C API edge, in one process on a 1-rank communicator:
+// collectives and Send/Recv take test-device buffers and run them behind
+// their stream (the bridge, comm/stream_bridge.h); the calls that take host
+// memory only refuse a device buffer with ncclInvalidUsage and a WARN naming
+// the buffer and the backend, never reading it as host memory (which, for
+// the test device, would crash); a stream of no device, or buffers of a
+// device with another's stream, are refused by name.
+#include <ferry/device.h>
+#include <ferry/ferry.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
 
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "accel/accelerator.h"
@@ -25,31 +31,59 @@ class DeviceAtTheEdge : public ::testing::Test {
     buf_ = d->alloc(4096).take();
   }
   void TearDown() override {
-    if (buf_) {
-      EXPECT_TRUE(dev_->free(buf_).isOk());
-    }
     if (comm_) {
       EXPECT_EQ(ncclCommDestroy(comm_), ncclSuccess);
     }
+    if (buf_) {
+      EXPECT_TRUE(dev_->synchronize(nullptr, 10000).isOk());
+      EXPECT_TRUE(dev_->free(buf_).isOk());
+    }
+  }
+  std::string lastError() {
+    const char* last = ncclGetLastError(comm_);
+    return last ? last : "";
   }
   ncclComm_t comm_ = nullptr;
   Accelerator* dev_ = nullptr;
   void* buf_ = nullptr;
 };
 
-TEST_F(DeviceAtTheEdge, CollectivesAndSendRecvRefuseDeviceBuffers) {
-  std::vector<float> host(1024, 1.0f);
-  EXPECT_EQ(ncclAllReduce(buf_, host.data(), 1024, ncclFloat, ncclSum, comm_, nullptr), ncclInvalidUsage);
-  EXPECT_EQ(ncclAllReduce(host.data(), buf_, 1024, ncclFloat, ncclSum, comm_, nullptr), ncclInvalidUsage);
-  EXPECT_EQ(ncclBroadcast(buf_, buf_, 1024, ncclFloat, 0, comm_, nullptr), ncclInvalidUsage);
-  const char* last = ncclGetLastError(comm_);
-  ASSERT_NE(last, nullptr);
-  EXPECT_NE(std::string(last).find("testdev device memory"), std::string::npos) << last;
+TEST_F(DeviceAtTheEdge, CollectivesRunOnDeviceBuffersBehindTheStream) {
+  std::vector<float> in(1024), out(1024, -1.0f);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = float(i);
+  ASSERT_TRUE(dev_->copyAsync(buf_, in.data(), 4096, nullptr).isOk());
+  ASSERT_EQ(ncclAllReduce(buf_, buf_, 1024, ncclFloat, ncclMax, comm_, nullptr), ncclSuccess);
+  ASSERT_TRUE(dev_->copyAsync(out.data(), buf_, 4096, nullptr).isOk());
+  ASSERT_TRUE(dev_->synchronize(nullptr, 10000).isOk());
+  EXPECT_EQ(out, in);
+  unsigned long long staged = 0;
+  ASSERT_EQ(ferryCommStagedBytes(comm_, &staged), ncclSuccess);
+  EXPECT_EQ(staged, 2u * 4096);  // the input in, the result out
+}
+
+TEST_F(DeviceAtTheEdge, HostOnlyCallsRefuseDeviceBuffers) {
+  void* handle = nullptr;
+  EXPECT_EQ(ncclCommRegister(comm_, buf_, 4096, &handle), ncclInvalidUsage);
+  EXPECT_NE(lastError().find("buff is testdev device memory"), std::string::npos) << lastError();
+  ncclWindow_t win = nullptr;
+  EXPECT_EQ(ncclCommWindowRegister(comm_, buf_, 4096, &win, 0), ncclInvalidUsage);
+  size_t counts[1] = {16}, displs[1] = {0};
+  std::vector<float> host(16);
+  EXPECT_EQ(ferryAlltoAllv(buf_, counts, displs, host.data(), counts, displs, ncclFloat, comm_, nullptr),
+            ncclInvalidUsage);
+  EXPECT_NE(lastError().find("sendbuff is testdev device memory"), std::string::npos) << lastError();
+}
+
+TEST_F(DeviceAtTheEdge, StreamsOfNoDeviceAreRefused) {
+  int notAStream = 0;
+  auto* bogus = reinterpret_cast<cudaStream_t>(&notAStream);
+  EXPECT_EQ(ncclAllReduce(buf_, buf_, 16, ncclFloat, ncclSum, comm_, bogus), ncclInvalidUsage);
+  EXPECT_NE(lastError().find("not one of its streams"), std::string::npos) << lastError();
   EXPECT_EQ(ncclGroupStart(), ncclSuccess);
-  EXPECT_EQ(ncclSend(buf_, 16, ncclFloat, 0, comm_, nullptr), ncclInvalidUsage);
+  EXPECT_EQ(ncclSend(buf_, 16, ncclFloat, 0, comm_, bogus), ncclInvalidUsage);
   EXPECT_EQ(ncclGroupEnd(), ncclSuccess);  // nothing was queued
-  // Host buffers still work after the refusals, exactly.
-  std::vector<float> out(1024, 0.0f);
+  // Host buffers with a NULL stream still work after the refusals, exactly.
+  std::vector<float> host(1024, 1.0f), out(1024, 0.0f);
   ASSERT_EQ(ncclAllReduce(host.data(), out.data(), 1024, ncclFloat, ncclSum, comm_, nullptr), ncclSuccess);
   EXPECT_EQ(out, host);
 }

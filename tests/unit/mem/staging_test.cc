@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 
 #include "mem/shared_alloc.h"
 
@@ -78,6 +79,27 @@ TEST(StagingPool, ReleaseFreesTheKeptBlock) {
   EXPECT_EQ(pool.keptBytes(), 0u);
   SharedRange r;
   EXPECT_FALSE(lookupShared(p, 1, &r));  // freed, not merely forgotten
+}
+
+// The bridge's pool (comm/stream_bridge.h) keeps several blocks: operations
+// queued together each hold one, and all come back for the next round.
+TEST(StagingPool, KeepsSeveralBlocksWhenAsked) {
+  StagingPool pool(3);
+  std::set<char*> first;
+  {
+    std::shared_ptr<char[]> a = take(pool, 8192), b = take(pool, 8192), c = take(pool, 16384);
+    ASSERT_TRUE(a && b && c);
+    first = {a.get(), b.get(), c.get()};
+    EXPECT_EQ(first.size(), 3u);
+  }
+  EXPECT_EQ(pool.keptBytes(), size_t{8192 + 8192 + 16384});
+  std::shared_ptr<char[]> a = take(pool, 8192), b = take(pool, 8192), c = take(pool, 16384);
+  EXPECT_EQ((std::set<char*>{a.get(), b.get(), c.get()}), first);
+  // A fourth while all three are held is fresh, and not kept.
+  std::shared_ptr<char[]> d = take(pool, 4096);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(first.count(d.get()), 0u);
+  EXPECT_EQ(pool.keptBytes(), size_t{8192 + 8192 + 16384});
 }
 
 }  // namespace

@@ -1,0 +1,52 @@
+#include "accel/host_flag.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "core/wait.h"
+
+namespace ferry::accel {
+namespace {
+
+// std::atomic<uint32_t> is a plain 32-bit word on Linux: the futex is its address.
+uint32_t* wordOf(const std::atomic<uint32_t>* a) {
+  return reinterpret_cast<uint32_t*>(const_cast<std::atomic<uint32_t>*>(a));
+}
+
+void futexWait(const std::atomic<uint32_t>* a, uint32_t seen, int64_t us) {
+  timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
+  syscall(SYS_futex, wordOf(a), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+}
+
+}  // namespace
+
+void HostFlag::add(uint32_t n) {
+  v_.fetch_add(n, std::memory_order_acq_rel);
+  syscall(SYS_futex, wordOf(&v_), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+bool HostFlag::waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<bool>* abort) const {
+  // Wrap-safe: the counters here count a handful of events.
+  auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - value) >= 0; };
+  for (int i = 0; i < 64; ++i) {
+    if (reached(load())) return true;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  const int64_t end = timeoutMs > 0 ? nowMs() + timeoutMs : INT64_MAX;
+  for (;;) {
+    uint32_t v = load();
+    if (reached(v)) return true;
+    if (abort && abort->load(std::memory_order_acquire)) return false;
+    int64_t left = end - nowMs();
+    if (left <= 0) return false;
+    futexWait(&v_, v, std::min<int64_t>(left, 10) * 1000);
+  }
+}
+
+}  // namespace ferry::accel

@@ -1,0 +1,31 @@
+// HostFlag: a 32-bit counter in host memory that threads and streams wait on.
+//
+// The bridge (comm/stream_bridge.h) joins a caller's stream and the
+// communicator's progress thread with two of them: the stream bumps one
+// when it reaches the operation, the progress thread sets the other when
+// the host collective is done, and the stream waits for it before copying
+// the result back (for CUDA, cuStreamWaitValue32 on the same word). Waits
+// spin briefly, then sleep on a futex: ranks outnumber cores here.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace ferry::accel {
+
+class HostFlag {
+ public:
+  uint32_t load() const { return v_.load(std::memory_order_acquire); }
+  // Adds n (release) and wakes every waiter.
+  void add(uint32_t n = 1);
+  // Until load() >= value: true, or false once timeoutMs passed (<= 0: no
+  // deadline) or *abort turned true (checked at least every 10 ms).
+  bool waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<bool>* abort = nullptr) const;
+  // The word a device waits on (cuStreamWaitValue32).
+  const std::atomic<uint32_t>* word() const { return &v_; }
+
+ private:
+  std::atomic<uint32_t> v_{0};
+};
+
+}  // namespace ferry::accel

@@ -1,0 +1,213 @@
+#include "comm/stream_bridge.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "comm/comm.h"
+#include "core/log.h"
+
+namespace ferry {
+namespace {
+
+// A stream the job waits for, with the copies it makes on each side.
+struct StreamPart {
+  accel::Accelerator* dev;
+  accel::StreamHandle stream;
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  std::vector<Copy> in, out;
+};
+
+class BridgeJob final : public QueuedOp {
+ public:
+  BridgeJob(Comm* c, std::vector<CollTask> colls, std::vector<P2pTask> p2ps)
+      : comm_(c), colls_(std::move(colls)), p2ps_(std::move(p2ps)) {}
+
+  Status build();
+  Status enqueueStreams(const std::shared_ptr<BridgeJob>& self);
+  void run() override;
+  void cancel(const Status& why) override;
+  size_t heldBytes() const override { return held_; }
+  size_t stagedBytes() const { return staged_; }
+  const char* deviceName() const { return parts_.front().dev->name(); }
+
+ private:
+  StreamPart& part(accel::Accelerator* dev, accel::StreamHandle s);
+  Result<void*> stage(StreamPart& p, const void* user, size_t bytes, bool in, bool out);
+  Status stageColl(CollTask& t);
+  Status stageP2p(P2pTask& t);
+  Status runTasks();
+
+  Comm* comm_;
+  std::vector<CollTask> colls_;
+  std::vector<P2pTask> p2ps_;
+  std::vector<StreamPart> parts_;
+  std::vector<std::shared_ptr<char[]>> blocks_;
+  size_t held_ = 0, staged_ = 0;
+  accel::HostFlag reached_, done_;
+};
+
+StreamPart& BridgeJob::part(accel::Accelerator* dev, accel::StreamHandle s) {
+  for (StreamPart& p : parts_)
+    if (p.dev == dev && p.stream == s) return p;
+  parts_.push_back(StreamPart{dev, s, {}, {}});
+  return parts_.back();
+}
+
+Result<void*> BridgeJob::stage(StreamPart& p, const void* user, size_t bytes, bool in, bool out) {
+  if (bytes == 0) return const_cast<void*>(user);
+  FERRY_ASSIGN(std::shared_ptr<char[]> b, comm_->bridgePool().take(bytes));
+  blocks_.push_back(b);
+  held_ += bytes;
+  if (in) p.in.push_back({b.get(), user, bytes});
+  if (out) p.out.push_back({const_cast<void*>(user), b.get(), bytes});
+  staged_ += bytes * ((in ? 1 : 0) + (out ? 1 : 0));
+  return static_cast<void*>(b.get());
+}
+
+// Bytes a rank reads from sendbuff and writes to recvbuff, and whether it
+// uses each at all (NCCL's rules for rooted collectives).
+void ioBytes(const CollArgs& a, size_t* send, size_t* recv) {
+  size_t b = a.count * a.elemSize, all = b * static_cast<size_t>(a.nranks);
+  bool root = a.rank == a.root;
+  *send = *recv = b;
+  switch (a.kind) {
+    case CollKind::kAllGather: *recv = all; break;
+    case CollKind::kReduceScatter: *send = all; break;
+    case CollKind::kAllToAll: *send = *recv = all; break;
+    case CollKind::kGather: *recv = root ? all : 0; break;
+    case CollKind::kScatter: *send = root ? all : 0; break;
+    case CollKind::kBroadcast: *send = root ? b : 0; break;
+    case CollKind::kReduce: *recv = root ? b : 0; break;
+    default: break;
+  }
+}
+
+Status BridgeJob::stageColl(CollTask& t) {
+  if (t.alltoallv) return invalidUsage("ferryAlltoAllv does not run on device memory yet");
+  StreamPart& p = part(t.dev, t.stream);
+  size_t sb, rb;
+  ioBytes(t.args, &sb, &rb);
+  // In place or not, the input is read before the output is written: the
+  // staging copies make every call out-of-place.
+  FERRY_ASSIGN(void* s, stage(p, t.sendbuff, sb, true, false));
+  FERRY_ASSIGN(void* r, stage(p, t.recvbuff, rb, false, true));
+  t.sendbuff = sb ? s : nullptr;
+  t.recvbuff = rb ? r : nullptr;
+  t.args.inPlace = false;
+  t.key.kind = -1;  // staging blocks change from call to call: never a repeat
+  t.dev = nullptr;
+  t.stream = nullptr;
+  return Status::ok();
+}
+
+Status BridgeJob::stageP2p(P2pTask& t) {
+  StreamPart& p = part(t.dev, t.stream);
+  FERRY_ASSIGN(t.buf, stage(p, t.buf, t.bytes, t.isSend, !t.isSend));
+  t.dev = nullptr;
+  t.stream = nullptr;
+  return Status::ok();
+}
+
+Status BridgeJob::build() {
+  // Tasks the caller gave no stream for follow the job's first device task.
+  accel::Accelerator* dev = nullptr;
+  accel::StreamHandle s = nullptr;
+  for (const CollTask& t : colls_)
+    if (!dev && t.dev) dev = t.dev, s = t.stream;
+  for (const P2pTask& t : p2ps_)
+    if (!dev && t.dev) dev = t.dev, s = t.stream;
+  if (!dev) return internalError("a bridge job without a device task");
+  for (CollTask& t : colls_) {
+    if (!t.dev) t.dev = dev, t.stream = s;
+    FERRY_TRY(stageColl(t));
+  }
+  for (P2pTask& t : p2ps_) {
+    if (!t.dev) t.dev = dev, t.stream = s;
+    FERRY_TRY(stageP2p(t));
+  }
+  return Status::ok();
+}
+
+// Each stream: inputs out to staging, "reached", wait for "done", results
+// back. The last task holds the job (and its staging) until then.
+Status BridgeJob::enqueueStreams(const std::shared_ptr<BridgeJob>& self) {
+  const int64_t waitMs = std::max<int64_t>(4 * comm_->timeoutMs(), 120000);
+  for (StreamPart& p : parts_) {
+    for (const auto& c : p.in) FERRY_TRY(p.dev->copyAsync(c.dst, c.src, c.bytes, p.stream));
+    FERRY_TRY(p.dev->hostFnAsync(p.stream, [self] { self->reached_.add(1); }));
+    FERRY_TRY(p.dev->waitFlagAsync(p.stream, &done_, 1, waitMs));
+    for (const auto& c : p.out) FERRY_TRY(p.dev->copyAsync(c.dst, c.src, c.bytes, p.stream));
+    FERRY_TRY(p.dev->hostFnAsync(p.stream, [self] {}));
+  }
+  return Status::ok();
+}
+
+Status BridgeJob::runTasks() {
+  if (colls_.size() == 1 && p2ps_.empty()) return enqueueColl(colls_[0]);
+  FERRY_TRY(groupStart());
+  Status st;
+  for (const CollTask& t : colls_)
+    if (st.isOk()) st = enqueueColl(t);
+  for (const P2pTask& t : p2ps_)
+    if (st.isOk()) st = enqueueP2p(t);
+  Status ended = groupEnd();
+  return st.isOk() ? ended : st;
+}
+
+void BridgeJob::run() {
+  const uint32_t streams = static_cast<uint32_t>(parts_.size());
+  if (!reached_.waitAtLeast(streams, comm_->timeoutMs(), comm_->abortFlag())) {
+    Status st = comm_->abortFlag()->load()
+                    ? remoteError("communicator aborted")
+                    : timeoutError("rank " + std::to_string(comm_->rank()) + ": the stream of a " +
+                                   deviceName() + " operation did not reach it within " +
+                                   std::to_string(comm_->timeoutMs()) + " ms");
+    FERRY_WARN("%s", st.message().c_str());
+    comm_->fail(st);
+  } else {
+    // A failure is logged and latched on the communicator by the engine.
+    (void)runTasks();
+  }
+  done_.add(1);
+}
+
+void BridgeJob::cancel(const Status& why) {
+  comm_->latch(why);
+  done_.add(1);
+}
+
+}  // namespace
+
+Result<accel::Accelerator*> orderingDevice(const void* a, const void* b, accel::StreamHandle s) {
+  accel::Accelerator* host = &accel::host();
+  accel::Accelerator* da = a ? &accel::ownerOf(a) : host;
+  accel::Accelerator* db = b ? &accel::ownerOf(b) : host;
+  if (da != host && db != host && da != db)
+    return invalidUsage(std::string("one call on ") + da->name() + " and " + db->name() +
+                        " memory");
+  accel::Accelerator* d = da != host ? da : db != host ? db : nullptr;
+  accel::Accelerator* ds = s ? accel::streamOwner(s) : nullptr;
+  if (d && s && ds != d)
+    return invalidUsage(std::string("buffers are ") + d->name() +
+                        " memory but the stream is not one of its streams");
+  return d ? d : ds;
+}
+
+Status bridgeSubmit(Comm* c, std::vector<CollTask> colls, std::vector<P2pTask> p2ps) {
+  auto job = std::make_shared<BridgeJob>(c, std::move(colls), std::move(p2ps));
+  FERRY_TRY(job->build());
+  c->noteStaged(job->deviceName(), job->stagedBytes());
+  Status st = job->enqueueStreams(job);
+  if (st.isOk())
+    st = c->ensureOpQueue().push(job, Comm::kBridgeMaxHeldBytes, c->abortFlag(), c->timeoutMs());
+  // Not queued: streams that got the job's tasks must not wait for it.
+  if (!st.isOk()) job->cancel(st);
+  return st;
+}
+
+}  // namespace ferry

@@ -1,0 +1,241 @@
+// Collectives on device memory (issue 14), on the test device: memory the
+// host cannot touch, a worker thread per stream (FERRY_DEVICE=testdev,
+// docs/accelerators.md). The cases of coll_cases.h run unchanged with
+// their buffers in device memory (mp_util.h's device mode: inputs uploaded
+// and results downloaded on the default stream, the collective enqueued
+// between them on the same stream), so every check is exact and a result
+// read too early shows as a wrong value.
+//  - every collective x datatype x op at 1-4 ranks, in place and out, two sizes;
+//  - a mixed communicator: two ranks on device memory, two on host memory;
+//  - NCCL's stream contract: the call returns before its stream ran it
+//    (the peer enters only after that was seen), later work on the stream
+//    sees the result;
+//  - call order: a host call after a device call does not overtake it;
+//  - ncclCommFinalize flushes queued work; a dead peer fails queued work
+//    (ncclCommGetAsyncError) without holding the stream forever.
+#include <ferry/device.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tests/mp/coll_cases.h"
+
+namespace ferry::mp {
+namespace {
+
+const std::string& logDir() { return testLogDir("device"); }
+
+// Every datatype through every collective at count 7; every op's
+// reductions where exact.
+int matrix(const Rank& me) {
+  for (ncclDataType_t dt : kAllTypes) {
+    MP_TRY(caseAllMovement(me, dt, 7));
+    for (TestOp op : kAllOps) {
+      RedCase c{dt, op, me.nranks};
+      if (redCaseExact(c)) MP_TRY(caseAllReductions(me, c, 7));
+    }
+  }
+  return 0;
+}
+
+// In-place forms and a size whose pieces travel by reference between
+// local ranks (the staging blocks are shared memory).
+int shapes(const Rank& me) {
+  const int last = me.nranks - 1;
+  for (size_t count : {size_t{1}, size_t{70001}}) {
+    for (bool inPlace : {false, true}) {
+      RedCase c{ncclInt32, TestOp::kSum, me.nranks};
+      MP_TRY(caseAllReduce(me, c, count, inPlace));
+      MP_TRY(caseReduce(me, c, count, last, inPlace));
+      MP_TRY(caseReduceScatter(me, c, count, inPlace));
+      for (int root : {0, last}) {
+        MP_TRY(caseBroadcast(me, ncclFloat32, count, root, inPlace));
+        MP_TRY(caseGather(me, ncclInt32, count, root, inPlace));
+        MP_TRY(caseScatter(me, ncclInt32, count, root, inPlace));
+      }
+      MP_TRY(caseAllGather(me, ncclUint8, count, inPlace));
+    }
+    MP_TRY(caseAlltoAll(me, ncclInt32, count));
+    MP_TRY(caseSendRecvRing(me, ncclInt32, count));
+    MP_TRY(caseSendRecvAllPairs(me, ncclFloat32, count));
+  }
+  return 0;
+}
+
+// Device buffers on the ranks whose FERRY_DEVICE is set, host on the others.
+int onOwnBuffers(const Rank& me, const std::function<int(const Rank&)>& f) {
+  const char* dev = std::getenv("FERRY_DEVICE");
+  setDeviceBuffers(dev && *dev);
+  int rc = f(me);
+  if (rc == 0 && deviceBuffers()) {
+    unsigned long long staged = 0;
+    MP_NCCL(ferryCommStagedBytes(me.comm, &staged));
+    MP_CHECK(staged > 0, "rank %d: device collectives ran but nothing was staged", me.rank);
+  }
+  setDeviceBuffers(false);
+  return rc;
+}
+
+RunResult runDevice(int n, const std::string& tag, const std::function<int(const Rank&)>& f,
+                    const std::vector<bool>& onDevice, int timeoutSec = 240) {
+  RunOptions o = loggedOptions(logDir(), tag, "INIT", {}, timeoutSec);
+  o.rankEnv.resize(n);
+  for (int r = 0; r < n; ++r)
+    if (onDevice[r]) o.rankEnv[r]["FERRY_DEVICE"] = "testdev";
+  return runRanks(n, [f](int rank, int nranks, const ncclUniqueId& id) {
+    return withComm(rank, nranks, id, [&](const Rank& me) { return onOwnBuffers(me, f); });
+  }, o);
+}
+
+class MpDevice : public ::testing::TestWithParam<int> {};
+
+TEST_P(MpDevice, EveryCollectiveTypeAndOpExact) {
+  const int n = GetParam();
+  std::string tag = "all" + std::to_string(n);
+  RunResult res = runDevice(n, tag, [](const Rank& me) {
+    MP_TRY(matrix(me));
+    return shapes(me);
+  }, std::vector<bool>(n, true));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), tag, "testdev memory is staged through host buffers"), n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MpDevice, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+TEST(MpDeviceMixed, TwoDeviceRanksTwoHostRanks) {
+  RunResult res = runDevice(4, "mixed", [](const Rank& me) {
+    MP_TRY(matrix(me));
+    return shapes(me);
+  }, {true, false, true, false});
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "mixed", "testdev memory is staged through host buffers"), 2);
+}
+
+// One AllReduce of n ints on `stream`: inputs r + i uploaded on it, the call,
+// returns the device buffers (the caller downloads on the same stream).
+struct DevAllReduce {
+  void* send = nullptr;
+  void* recv = nullptr;
+  std::vector<int32_t> in, out;
+};
+
+int startAllReduce(const Rank& me, size_t n, void* stream, DevAllReduce* a) {
+  a->in.resize(n);
+  a->out.assign(n, -1);
+  for (size_t i = 0; i < n; ++i) a->in[i] = me.rank + int32_t(i);
+  MP_NCCL(ferryDeviceAlloc(&a->send, n * 4));
+  MP_NCCL(ferryDeviceAlloc(&a->recv, n * 4));
+  MP_NCCL(ferryDeviceMemcpyAsync(a->send, a->in.data(), n * 4, stream));
+  MP_NCCL(ncclAllReduce(a->send, a->recv, n, ncclInt32, ncclSum, me.comm,
+                        static_cast<cudaStream_t>(stream)));
+  return 0;
+}
+
+int finishAllReduce(const Rank& me, size_t n, void* stream, DevAllReduce* a) {
+  MP_NCCL(ferryDeviceMemcpyAsync(a->out.data(), a->recv, n * 4, stream));
+  MP_NCCL(ferryDeviceStreamSynchronize(stream));
+  const int32_t ranksSum = me.nranks * (me.nranks - 1) / 2;
+  for (size_t i = 0; i < n; ++i)
+    MP_CHECK(a->out[i] == ranksSum + me.nranks * int32_t(i), "rank %d: element %zu is %d, expected %d",
+             me.rank, i, a->out[i], ranksSum + me.nranks * int32_t(i));
+  MP_NCCL(ferryDeviceFree(a->send));
+  MP_NCCL(ferryDeviceFree(a->recv));
+  return 0;
+}
+
+// Rank 0's call must return before its device work ran: its stream is
+// still busy when rank 1 has not even entered the collective (so the call
+// cannot have waited for the operation), and a copy enqueued after it on
+// the same stream reads the reduced result. A slow stream worker (every
+// task delayed) makes an early read show.
+TEST(MpDeviceStream, CallReturnsBeforeTheWorkAndLaterWorkSeesTheResult) {
+  RunResult res = runDevice(2, "contract", [](const Rank& me) {
+    MP_NCCL(ferryDeviceSetTaskDelayUs(2000));
+    void* s = nullptr;
+    MP_NCCL(ferryDeviceStreamCreate(&s));
+    DevAllReduce a;
+    const size_t n = 4096;
+    if (me.rank == 0) {
+      MP_TRY(startAllReduce(me, n, s, &a));
+      MP_EXPECT_RESULT(ferryDeviceStreamQuery(s), ncclInProgress);
+      MP_CHECK(harnessBarrier(1), "barrier");
+    } else {
+      MP_CHECK(harnessBarrier(1), "barrier");
+      MP_TRY(startAllReduce(me, n, s, &a));
+    }
+    MP_TRY(finishAllReduce(me, n, s, &a));
+    MP_NCCL(ferryDeviceStreamDestroy(s));
+    return 0;
+  }, {true, true});
+  EXPECT_RANKS_OK(res);
+}
+
+// A host-memory call right after a device call on rank 0's slow stream must
+// wait for it: rank 1's stream is fast, so if rank 0's host AllReduce ran at
+// once it would meet rank 1's device AllReduce (a mismatch, or wrong sums).
+TEST(MpDeviceStream, HostCallDoesNotOvertakeQueuedDeviceCall) {
+  RunResult res = runDevice(2, "order", [](const Rank& me) {
+    if (me.rank == 0) MP_NCCL(ferryDeviceSetTaskDelayUs(20000));
+    const size_t n = 1000;
+    DevAllReduce a;
+    MP_TRY(startAllReduce(me, n, nullptr, &a));
+    std::vector<int64_t> h(n, me.rank + 1), hr(n, 0);
+    MP_NCCL(ncclAllReduce(h.data(), hr.data(), n, ncclInt64, ncclSum, me.comm, nullptr));
+    for (size_t i = 0; i < n; ++i)
+      MP_CHECK(hr[i] == me.nranks * (me.nranks + 1) / 2, "host AllReduce element %zu: %lld", i,
+               static_cast<long long>(hr[i]));
+    return finishAllReduce(me, n, nullptr, &a);
+  }, {true, true});
+  EXPECT_RANKS_OK(res);
+}
+
+// ncclCommFinalize waits for what is queued: right after the call, the
+// communicator is finalized and destroyed, and the stream still gets the
+// result.
+TEST(MpDeviceStream, FinalizeFlushesQueuedWork) {
+  RunOptions o = loggedOptions(logDir(), "flush", "INIT", {{"FERRY_DEVICE", "testdev"}}, 120);
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    ncclComm_t comm;
+    MP_NCCL(initComm(&comm, nranks, id, rank));
+    MP_NCCL(ferryDeviceSetTaskDelayUs(5000));
+    Rank me{comm, rank, nranks};
+    DevAllReduce a;
+    MP_TRY(startAllReduce(me, 512, nullptr, &a));
+    MP_NCCL(closeComm(comm));
+    me.comm = nullptr;
+    return finishAllReduce(me, 512, nullptr, &a);
+  }, o);
+  EXPECT_RANKS_OK(res);
+}
+
+// A peer that exits without joining: the queued device AllReduce fails on
+// the survivor (its error latched: ncclCommGetAsyncError), and the stream
+// is released rather than held.
+TEST(MpDeviceStream, DeadPeerFailsQueuedWorkAndReleasesTheStream) {
+  RunOptions o = loggedOptions(logDir(), "dead", "INIT", {{"FERRY_DEVICE", "testdev"},
+                                                         {"FERRY_TIMEOUT_MS", "5000"}}, 120);
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    ncclComm_t comm;
+    MP_NCCL(initComm(&comm, nranks, id, rank));
+    if (rank == 1) _exit(0);  // leaves without a word
+    Rank me{comm, rank, nranks};
+    DevAllReduce a;
+    MP_TRY(startAllReduce(me, 256, nullptr, &a));
+    MP_NCCL(ferryDeviceStreamSynchronize(nullptr));
+    ncclResult_t async = ncclSuccess;
+    MP_NCCL(ncclCommGetAsyncError(comm, &async));
+    MP_CHECK(async != ncclSuccess && async != ncclInProgress,
+             "the AllReduce with a dead peer left async error %d", static_cast<int>(async));
+    ncclCommAbort(comm);
+    MP_NCCL(ferryDeviceFree(a.send));
+    MP_NCCL(ferryDeviceFree(a.recv));
+    return 0;
+  }, o);
+  EXPECT_RANKS_OK(res);
+}
+
+}  // namespace
+}  // namespace ferry::mp
