@@ -4,6 +4,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <ctime>
 
@@ -11,6 +13,8 @@
 
 namespace ferry::accel {
 namespace {
+
+constexpr int kYields = 200;
 
 // std::atomic<uint32_t> is a plain 32-bit word on Linux: the futex is its address.
 uint32_t* wordOf(const std::atomic<uint32_t>* a) {
@@ -37,6 +41,13 @@ bool HostFlag::waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
+  }
+  // Then yield for a while: the other side is often one hand-off away, and
+  // waking a thread that sleeps on a futex costs tens of microseconds in a
+  // virtual machine; a yield gives the core to whoever needs it.
+  for (int i = 0; i < kYields; ++i) {
+    if (reached(load())) return true;
+    sched_yield();
   }
   const int64_t end = timeoutMs > 0 ? nowMs() + timeoutMs : INT64_MAX;
   for (;;) {

@@ -163,7 +163,7 @@ class Comm final : public ConnectionSource {
   bool queueBusy() const { return queue_ && queue_->busy(); }
   Status quiesce();
   // Staging for device memory; what the bridge held in flight at most.
-  static constexpr size_t kBridgeMaxHeldBytes = size_t(512) << 20;
+  static constexpr size_t kBridgeMaxHeldBytes = size_t(64) << 20;
   mem::StagingPool& bridgePool() { return bridgePool_; }
   // Counts bytes copied through staging; the first time, one INFO line.
   void noteStaged(const char* device, size_t bytes);
@@ -235,7 +235,7 @@ class Comm final : public ConnectionSource {
   RepeatCalls repeats_;
   mem::StagingPool staging_;
   mem::WindowTable windows_;
-  mem::StagingPool bridgePool_{8};
+  mem::StagingPool bridgePool_{32};
   std::atomic<uint64_t> stagedBytes_{0};
   std::atomic<bool> stagedLogged_{false};
   std::unique_ptr<OpQueue> queue_;  // last: stopped first (~Comm)

@@ -68,7 +68,13 @@ class OpQueue {
                    size_t arg);
   bool emptyNow(size_t) const { return pending_.load() == 0; }
   // Room for an op when nothing waits, or what waits holds at most limit.
-  bool roomFor(size_t limit) const { return queue_.empty() || held_ <= limit; }
+  bool roomFor(size_t limit) const {
+    return queue_.empty() || (held_ <= limit && queue_.size() < kMaxQueued);
+  }
+  // Ops waiting behind the running one at most: each holds its staging
+  // until its streams are done with it, and the pool keeps a few dozen
+  // blocks (stream_bridge.h); more in flight would allocate afresh.
+  static constexpr size_t kMaxQueued = 4;
 
   const int rank_;
   mutable std::mutex mu_;

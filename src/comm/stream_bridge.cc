@@ -31,6 +31,8 @@ class BridgeJob final : public QueuedOp {
   Status enqueueStreams(const std::shared_ptr<BridgeJob>& self);
   void run() override;
   void cancel(const Status& why) override;
+  // Never queued: streams that got the job's tasks go on without it.
+  void release() { done_.add(1); }
   size_t heldBytes() const override { return held_; }
   size_t stagedBytes() const { return staged_; }
   const char* deviceName() const { return parts_.front().dev->name(); }
@@ -205,8 +207,9 @@ Status bridgeSubmit(Comm* c, std::vector<CollTask> colls, std::vector<P2pTask> p
   Status st = job->enqueueStreams(job);
   if (st.isOk())
     st = c->ensureOpQueue().push(job, Comm::kBridgeMaxHeldBytes, c->abortFlag(), c->timeoutMs());
-  // Not queued: streams that got the job's tasks must not wait for it.
-  if (!st.isOk()) job->cancel(st);
+  // Not queued: the call fails (the communicator stays usable) and streams
+  // that got the job's tasks must not wait for it.
+  if (!st.isOk()) job->release();
   return st;
 }
 
