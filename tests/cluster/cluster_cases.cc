@@ -4,6 +4,7 @@
 // end of every receive region).
 #include "tests/cluster/cluster_cases.h"
 
+#include <ferry/device.h>
 #include <ferry/ferry.h>
 
 #include <algorithm>
@@ -56,7 +57,47 @@ bool check(const std::vector<T>& buf, size_t off, size_t n, const std::function<
   return bad == 0;
 }
 
+// Device mode (FERRY_CLUSTER_DEVICE_HOSTS, setDeviceMode): the buffer a
+// case passes is a device copy of its vector, uploaded when first passed;
+// callOk, after every call or group, downloads every copy into its vector
+// (on the default stream, which the call was queued on) and frees it. Off:
+// the vector's own memory.
+struct Mirror {
+  void* host;
+  void* dev;
+  size_t bytes;
+};
+bool gDevice = false;
+std::vector<Mirror> gMirrors;
+
+template <class T>
+T* D(std::vector<T>& v) {
+  if (!gDevice) return v.data();
+  for (const Mirror& m : gMirrors)
+    if (m.host == v.data()) return static_cast<T*>(m.dev);
+  Mirror m{v.data(), nullptr, v.size() * sizeof(T)};
+  if (ferryDeviceAlloc(&m.dev, m.bytes) != ncclSuccess ||
+      ferryDeviceMemcpyAsync(m.dev, m.host, m.bytes, nullptr) != ncclSuccess) {
+    printf("FAIL device buffer of %zu bytes\n", m.bytes);
+    std::abort();
+  }
+  gMirrors.push_back(m);
+  return static_cast<T*>(m.dev);
+}
+
+bool pullMirrors() {
+  bool ok = true;
+  for (const Mirror& m : gMirrors)
+    ok = ok && ferryDeviceMemcpyAsync(m.host, m.dev, m.bytes, nullptr) == ncclSuccess;
+  ok = ok && ferryDeviceStreamSynchronize(nullptr) == ncclSuccess;
+  for (const Mirror& m : gMirrors) ferryDeviceFree(m.dev);
+  gMirrors.clear();
+  if (!ok) printf("FAIL copying device buffers back\n");
+  return ok;
+}
+
 bool callOk(ncclResult_t r, const std::string& what) {
+  if (gDevice && !pullMirrors()) return false;
   if (r == ncclSuccess) return true;
   printf("FAIL %s: returned %s (%s)\n", what.c_str(), ncclGetErrorString(r), ncclGetLastError(nullptr));
   return false;
@@ -78,7 +119,7 @@ bool caseBroadcast(const Ctx& cx, size_t c, int root) {
   std::string what = desc(cx, "Broadcast", c, root);
   auto send = makeBuf<float>(c), recv = makeBuf<float>(c);
   for (size_t i = 0; i < c; ++i) send[i] = mv(root, i);
-  if (!callOk(ncclBroadcast(send.data(), recv.data(), c, ncclFloat32, root, cx.comm, nullptr), what)) return false;
+  if (!callOk(ncclBroadcast(D(send), D(recv), c, ncclFloat32, root, cx.comm, nullptr), what)) return false;
   return report(check<float>(recv, 0, c, [&](size_t i) { return mv(root, i); }, c, what), what);
 }
 
@@ -86,7 +127,7 @@ bool caseReduce(const Ctx& cx, size_t c, int root) {
   std::string what = desc(cx, "Reduce sum", c, root);
   auto send = makeBuf<float>(c), recv = makeBuf<float>(c);
   for (size_t i = 0; i < c; ++i) send[i] = sumIn(cx.rank, i);
-  if (!callOk(ncclReduce(send.data(), recv.data(), c, ncclFloat32, ncclSum, root, cx.comm, nullptr), what))
+  if (!callOk(ncclReduce(D(send), D(recv), c, ncclFloat32, ncclSum, root, cx.comm, nullptr), what))
     return false;
   // Non-root ranks' recvbuff must stay untouched.
   size_t n = cx.rank == root ? c : 0;
@@ -97,7 +138,7 @@ bool caseAllGather(const Ctx& cx, size_t m) {
   std::string what = desc(cx, "AllGather", m);
   auto send = makeBuf<float>(m), recv = makeBuf<float>(m * cx.nranks);
   for (size_t i = 0; i < m; ++i) send[i] = mv(cx.rank, i);
-  if (!callOk(ncclAllGather(send.data(), recv.data(), m, ncclFloat32, cx.comm, nullptr), what)) return false;
+  if (!callOk(ncclAllGather(D(send), D(recv), m, ncclFloat32, cx.comm, nullptr), what)) return false;
   return report(check<float>(recv, 0, m * cx.nranks, [&](size_t k) { return mv(int(k / m), k % m); },
                              m * cx.nranks, what), what);
 }
@@ -106,7 +147,7 @@ bool caseReduceScatter(const Ctx& cx, size_t m) {
   std::string what = desc(cx, "ReduceScatter sum", m);
   auto send = makeBuf<float>(m * cx.nranks), recv = makeBuf<float>(m);
   for (size_t j = 0; j < m * cx.nranks; ++j) send[j] = sumIn(cx.rank, j);
-  if (!callOk(ncclReduceScatter(send.data(), recv.data(), m, ncclFloat32, ncclSum, cx.comm, nullptr), what))
+  if (!callOk(ncclReduceScatter(D(send), D(recv), m, ncclFloat32, ncclSum, cx.comm, nullptr), what))
     return false;
   size_t base = size_t(cx.rank) * m;
   return report(check<float>(recv, 0, m, [&](size_t i) { return sumOut(cx.nranks, base + i); }, m, what), what);
@@ -116,7 +157,7 @@ bool caseGather(const Ctx& cx, size_t m, int root) {
   std::string what = desc(cx, "Gather", m, root);
   auto send = makeBuf<float>(m), recv = makeBuf<float>(m * cx.nranks);
   for (size_t i = 0; i < m; ++i) send[i] = mv(cx.rank, i);
-  if (!callOk(ncclGather(send.data(), recv.data(), m, ncclFloat32, root, cx.comm, nullptr), what)) return false;
+  if (!callOk(ncclGather(D(send), D(recv), m, ncclFloat32, root, cx.comm, nullptr), what)) return false;
   size_t n = cx.rank == root ? m * cx.nranks : 0;
   return report(check<float>(recv, 0, n, [&](size_t k) { return mv(int(k / m), k % m); }, n, what), what);
 }
@@ -125,7 +166,7 @@ bool caseScatter(const Ctx& cx, size_t m, int root) {
   std::string what = desc(cx, "Scatter", m, root);
   auto send = makeBuf<float>(m * cx.nranks), recv = makeBuf<float>(m);
   for (size_t k = 0; k < m * cx.nranks; ++k) send[k] = mv(100 + int(k / m), k % m);
-  if (!callOk(ncclScatter(send.data(), recv.data(), m, ncclFloat32, root, cx.comm, nullptr), what)) return false;
+  if (!callOk(ncclScatter(D(send), D(recv), m, ncclFloat32, root, cx.comm, nullptr), what)) return false;
   return report(check<float>(recv, 0, m, [&](size_t i) { return mv(100 + cx.rank, i); }, m, what), what);
 }
 
@@ -135,8 +176,8 @@ bool caseSendRecvRing(const Ctx& cx, size_t c) {
   auto send = makeBuf<float>(c), recv = makeBuf<float>(c);
   for (size_t i = 0; i < c; ++i) send[i] = mv(cx.rank, i);
   ncclResult_t r = ncclGroupStart();
-  if (r == ncclSuccess) r = ncclSend(send.data(), c, ncclFloat32, next, cx.comm, nullptr);
-  if (r == ncclSuccess) r = ncclRecv(recv.data(), c, ncclFloat32, prev, cx.comm, nullptr);
+  if (r == ncclSuccess) r = ncclSend(D(send), c, ncclFloat32, next, cx.comm, nullptr);
+  if (r == ncclSuccess) r = ncclRecv(D(recv), c, ncclFloat32, prev, cx.comm, nullptr);
   ncclResult_t e = ncclGroupEnd();
   if (!callOk(r != ncclSuccess ? r : e, what)) return false;
   return report(check<float>(recv, 0, c, [&](size_t i) { return mv(prev, i); }, c, what), what);
@@ -192,11 +233,11 @@ bool caseSendRecvRandom(const Ctx& cx, size_t c) {
     if (cnt[cx.rank][p]) {
       send[p] = makeBuf<float>(cnt[cx.rank][p]);
       for (size_t i = 0; i < cnt[cx.rank][p]; ++i) send[p][i] = mv(cx.rank * n + p, i);
-      r = ncclSend(send[p].data(), cnt[cx.rank][p], ncclFloat32, p, cx.comm, nullptr);
+      r = ncclSend(D(send[p]), cnt[cx.rank][p], ncclFloat32, p, cx.comm, nullptr);
     }
     if (r == ncclSuccess && cnt[p][cx.rank]) {
       recv[p] = makeBuf<float>(cnt[p][cx.rank]);
-      r = ncclRecv(recv[p].data(), cnt[p][cx.rank], ncclFloat32, p, cx.comm, nullptr);
+      r = ncclRecv(D(recv[p]), cnt[p][cx.rank], ncclFloat32, p, cx.comm, nullptr);
     }
   }
   ncclResult_t e = ncclGroupEnd();
@@ -223,8 +264,8 @@ bool caseSendRecvExchange(const Ctx& cx, size_t m) {
     send[p] = makeBuf<float>(sc);
     for (size_t i = 0; i < sc; ++i) send[p][i] = mv(cx.rank * n + p, i);
     recv[p] = makeBuf<float>(rc);
-    r = ncclSend(send[p].data(), sc, ncclFloat32, p, cx.comm, nullptr);
-    if (r == ncclSuccess) r = ncclRecv(recv[p].data(), rc, ncclFloat32, p, cx.comm, nullptr);
+    r = ncclSend(D(send[p]), sc, ncclFloat32, p, cx.comm, nullptr);
+    if (r == ncclSuccess) r = ncclRecv(D(recv[p]), rc, ncclFloat32, p, cx.comm, nullptr);
   }
   ncclResult_t e = ncclGroupEnd();
   if (!callOk(r != ncclSuccess ? r : e, what)) return false;
@@ -259,13 +300,15 @@ long long intoHost(const Ctx& cx, const std::function<size_t(int, int)>& count) 
 
 }  // namespace
 
+void setDeviceMode(bool on) { gDevice = on; }
+
 bool caseAlltoAll(const Ctx& cx, size_t m, bool quiet) {
   std::string what = desc(cx, "AlltoAll", m);
   int n = cx.nranks;
   auto send = makeBuf<float>(m * n), recv = makeBuf<float>(m * n);
   for (int p = 0; p < n; ++p)
     for (size_t i = 0; i < m; ++i) send[p * m + i] = mv(cx.rank * n + p, i);
-  if (!callOk(ncclAlltoAll(send.data(), recv.data(), m, ncclFloat32, cx.comm, nullptr), what)) return false;
+  if (!callOk(ncclAlltoAll(D(send), D(recv), m, ncclFloat32, cx.comm, nullptr), what)) return false;
   return report(check<float>(recv, 0, m * n, [&](size_t k) { return mv(int(k / m) * n + cx.rank, k % m); },
                              m * n, what), what, quiet);
 }
@@ -278,14 +321,14 @@ bool caseAllReduce(const Ctx& cx, size_t c, Red op, bool inPlace, bool quiet) {
     auto send = makeBuf<int32_t>(c), recv = makeBuf<int32_t>(c);
     for (size_t i = 0; i < c; ++i) send[i] = avgIn(cx.nranks, cx.rank, i);
     auto& out = inPlace ? send : recv;
-    if (!callOk(ncclAllReduce(send.data(), out.data(), c, ncclInt32, ncclAvg, cx.comm, nullptr), what)) return false;
+    if (!callOk(ncclAllReduce(D(send), D(out), c, ncclInt32, ncclAvg, cx.comm, nullptr), what)) return false;
     return report(check<int32_t>(out, 0, c, avgOut, c, what), what, quiet);
   }
   auto send = makeBuf<float>(c), recv = makeBuf<float>(c);
   for (size_t i = 0; i < c; ++i) send[i] = op == Red::kSum ? sumIn(cx.rank, i) : maxIn(cx.rank, i);
   auto& out = inPlace ? send : recv;
   ncclRedOp_t nop = op == Red::kSum ? ncclSum : ncclMax;
-  if (!callOk(ncclAllReduce(send.data(), out.data(), c, ncclFloat32, nop, cx.comm, nullptr), what)) return false;
+  if (!callOk(ncclAllReduce(D(send), D(out), c, ncclFloat32, nop, cx.comm, nullptr), what)) return false;
   int n = cx.nranks;
   std::function<float(size_t)> want = [&](size_t i) { return op == Red::kSum ? sumOut(n, i) : maxOut(n, i); };
   return report(check<float>(out, 0, c, want, c, what), what, quiet);

@@ -24,6 +24,11 @@ struct CaseResult {
 
 enum class Red { kSum, kMax, kAvg };
 
+// Every case's buffers in device memory of FERRY_DEVICE's backend
+// (ferry/device.h) instead of host vectors; ferryAlltoAllv takes host
+// memory only, so leave AlltoAllv out then.
+void setDeviceMode(bool on);
+
 // AllReduce: float sum/max, int32 avg. quiet: no OK line (the fault loop).
 bool caseAllReduce(const Ctx& cx, size_t count, Red op, bool inPlace, bool quiet = false);
 

@@ -19,6 +19,7 @@
 // counts the kill delay from there (--kill-trigger), not from launch, so a
 // slow start on a loaded machine cannot put the kill inside communicator
 // creation.
+#include <ferry/device.h>
 #include <nccl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -137,6 +138,13 @@ int runForced(const Ctx& cx, const std::string& list, const std::vector<size_t>&
   return rc;
 }
 
+// Whether host h is in the comma list (null: no).
+bool listed(const char* list, int h) {
+  if (!list) return false;
+  std::string l = std::string(",") + list + ",";
+  return l.find("," + std::to_string(h) + ",") != std::string::npos;
+}
+
 }  // namespace
 }  // namespace ferry::cluster
 
@@ -157,6 +165,14 @@ int main() {
   signal(SIGALRM, onAlarm);
   alarm(envInt("FERRY_CLUSTER_WATCHDOG_S", 50));
 
+  // FERRY_CLUSTER_DEVICE_HOSTS=h,...: those hosts' ranks keep every buffer
+  // in test-device memory (before the first library call reads FERRY_DEVICE).
+  const bool device = listed(getenv("FERRY_CLUSTER_DEVICE_HOSTS"), cx.host);
+  if (device) {
+    setenv("FERRY_DEVICE", "testdev", 1);
+    setDeviceMode(true);
+  }
+
   // Under NCCL_COMM_ID every rank derives the same id; rank 0 hosts the root there.
   ncclUniqueId id;
   ncclResult_t r = ncclGetUniqueId(&id);
@@ -169,6 +185,18 @@ int main() {
   int rc = loopMs > 0 ? runLoop(cx, loopMs) : runAll(cx, {1, 1031, 262147, 1310723});
   const char* algos = getenv("FERRY_CLUSTER_ALGOS");
   if (rc == 0 && loopMs == 0 && algos && *algos) rc = runForced(cx, algos, {1, 1031, 262147});
+  if (rc == 0 && device) {
+    // The bridge must have carried the device buffers.
+    unsigned long long staged = 0;
+    ferryCommStagedBytes(cx.comm, &staged);
+    printf("MEM rank=%d kind=testdev staged=%llu\n", cx.rank, staged);
+    if (staged == 0) {
+      printf("FAIL rank %d: device buffers but nothing staged\n", cx.rank);
+      rc = 1;
+    }
+  } else if (rc == 0) {
+    printf("MEM rank=%d kind=host\n", cx.rank);
+  }
   if (rc != 0) {
     ncclCommAbort(cx.comm);
     return rc;
