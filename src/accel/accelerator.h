@@ -13,8 +13,8 @@
 //            any host access outside the backend, its work runs on stream
 //            worker threads, so tests on a machine without a GPU catch a
 //            library that touches device memory or ignores stream order.
-//   cuda     (to come) loaded at run time, so libferry.so needs no CUDA
-//            library to load.
+//   cuda     the CUDA driver API, loaded at run time (cuda_accel.h), so
+//            libferry.so needs no CUDA library to load.
 //
 // Stream semantics are NCCL's: work enqueued on a stream runs after
 // everything enqueued on it before, and the host call that enqueues it
@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <memory>
 
 #include "accel/host_flag.h"
 #include "core/status.h"
@@ -62,6 +63,9 @@ class Accelerator {
   // fn runs on a host thread once s reaches it; work enqueued on s after it
   // waits until fn returns (cudaLaunchHostFunc). fn must not enqueue on s.
   virtual Status hostFnAsync(StreamHandle s, std::function<void()> fn) = 0;
+  // A flag this backend's streams can wait on cheaply (CUDA: one in memory
+  // registered with the device); any HostFlag works with waitFlagAsync.
+  virtual std::shared_ptr<HostFlag> newFlag() { return std::make_shared<HostFlag>(); }
   // Work enqueued on s after this waits until flag->load() >= value
   // (cuStreamWaitValue32 for CUDA: the stream waits, no host thread is
   // held). After timeoutMs (<= 0: none) the stream goes on, with a WARN.
@@ -83,9 +87,14 @@ Accelerator& host();
 // host backend when none claims it.
 Accelerator& ownerOf(const void* p);
 
-// The device backend FERRY_DEVICE names (created at the first ask), or
-// nullptr when it is empty; an unknown name is WARNed once and is nullptr.
+// The device backend FERRY_DEVICE names (created at the first ask); when it
+// is empty, the cuda backend if probe() found one, else nullptr. An unknown
+// name is WARNed once and is nullptr.
 Accelerator* configured();
+// Creates the backends that exist without being asked for (cuda, when its
+// driver loads and sees a device), once per process: a program hands Ferry
+// cudaMalloc'd buffers without saying so. Communicator creation calls it.
+void probe();
 
 // The created device backend that owns stream s (non-null), or nullptr.
 Accelerator* streamOwner(StreamHandle s);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "accel/accelerator.h"
+#include "accel/cuda_accel.h"
 #include "accel/host_accel.h"
 #include "accel/test_device.h"
 #include "core/config.h"
@@ -28,10 +29,21 @@ std::unique_ptr<Accelerator> makeTestDevice() {
   return d.take();
 }
 
+// Most machines have no CUDA: its absence is an INFO line, not a WARN.
+std::unique_ptr<Accelerator> makeCuda() {
+  Result<std::unique_ptr<CudaAccelerator>> d = CudaAccelerator::create();
+  if (!d.isOk()) {
+    FERRY_INFO(log::kInit, "accelerator cuda unavailable: %s", d.status().message().c_str());
+    return nullptr;
+  }
+  return d.take();
+}
+
 // The list: host first (it owns whatever no device claims).
 const Entry kBackends[] = {
     {"host", makeHost},
     {"testdev", makeTestDevice},
+    {"cuda", makeCuda},
 };
 constexpr size_t kCount = sizeof(kBackends) / sizeof(kBackends[0]);
 
@@ -82,12 +94,20 @@ Accelerator& ownerOf(const void* p) {
 Accelerator* configured() {
   static Accelerator* const dev = [] () -> Accelerator* {
     std::string name = config::getString(config::Param::kDevice);
-    if (name.empty()) return nullptr;
+    if (name.empty()) {
+      probe();
+      return find("cuda");
+    }
     Accelerator* a = name == "host" ? nullptr : find(name.c_str());
     if (!a) FERRY_WARN("FERRY_DEVICE=%s: no such device backend (known: testdev)", name.c_str());
     return a;
   }();
   return dev;
+}
+
+void probe() {
+  static std::once_flag once;
+  std::call_once(once, [] { (void)find("cuda"); });
 }
 
 Accelerator* streamOwner(StreamHandle s) {

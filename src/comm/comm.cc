@@ -1,5 +1,7 @@
 #include "comm/comm.h"
 
+#include "accel/accelerator.h"
+
 #include <algorithm>
 #include <cstring>
 #include <cstdint>
@@ -106,6 +108,9 @@ void Comm::joinInit() {
 
 Status Comm::init(const ncclUniqueId& id) {
   log::setThreadRank(rank_);
+  // A GPU program hands over cudaMalloc'd buffers without saying so: the
+  // CUDA backend must exist before the first call checks a pointer.
+  accel::probe();
   int64_t initTimeout = config::getInt(config::Param::kInitTimeoutMs);
   Status st = [&]() -> Status {
     // Before the bootstrap: every rank reads the same environment, so a bad

@@ -32,7 +32,9 @@ class BridgeJob final : public QueuedOp {
   void run() override;
   void cancel(const Status& why) override;
   // Never queued: streams that got the job's tasks go on without it.
-  void release() { done_.add(1); }
+  void release() {
+    if (done_) done_->add(1);
+  }
   size_t heldBytes() const override { return held_; }
   size_t stagedBytes() const { return staged_; }
   const char* deviceName() const { return parts_.front().dev->name(); }
@@ -50,7 +52,8 @@ class BridgeJob final : public QueuedOp {
   std::vector<StreamPart> parts_;
   std::vector<std::shared_ptr<char[]>> blocks_;
   size_t held_ = 0, staged_ = 0;
-  accel::HostFlag reached_, done_;
+  accel::HostFlag reached_;
+  std::shared_ptr<accel::HostFlag> done_;  // from the job's device (newFlag)
 };
 
 StreamPart& BridgeJob::part(accel::Accelerator* dev, accel::StreamHandle s) {
@@ -124,6 +127,11 @@ Status BridgeJob::build() {
   for (const P2pTask& t : p2ps_)
     if (!dev && t.dev) dev = t.dev, s = t.stream;
   if (!dev) return internalError("a bridge job without a device task");
+  for (const CollTask& t : colls_)
+    if (t.dev && t.dev != dev) return invalidUsage("one group's work on two device kinds");
+  for (const P2pTask& t : p2ps_)
+    if (t.dev && t.dev != dev) return invalidUsage("one group's work on two device kinds");
+  done_ = dev->newFlag();
   for (CollTask& t : colls_) {
     if (!t.dev) t.dev = dev, t.stream = s;
     FERRY_TRY(stageColl(t));
@@ -142,7 +150,7 @@ Status BridgeJob::enqueueStreams(const std::shared_ptr<BridgeJob>& self) {
   for (StreamPart& p : parts_) {
     for (const auto& c : p.in) FERRY_TRY(p.dev->copyAsync(c.dst, c.src, c.bytes, p.stream));
     FERRY_TRY(p.dev->hostFnAsync(p.stream, [self] { self->reached_.add(1); }));
-    FERRY_TRY(p.dev->waitFlagAsync(p.stream, &done_, 1, waitMs));
+    FERRY_TRY(p.dev->waitFlagAsync(p.stream, done_.get(), 1, waitMs));
     for (const auto& c : p.out) FERRY_TRY(p.dev->copyAsync(c.dst, c.src, c.bytes, p.stream));
     FERRY_TRY(p.dev->hostFnAsync(p.stream, [self] {}));
   }
@@ -175,12 +183,12 @@ void BridgeJob::run() {
     // A failure is logged and latched on the communicator by the engine.
     (void)runTasks();
   }
-  done_.add(1);
+  done_->add(1);
 }
 
 void BridgeJob::cancel(const Status& why) {
   comm_->latch(why);
-  done_.add(1);
+  done_->add(1);
 }
 
 }  // namespace

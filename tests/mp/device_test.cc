@@ -1,6 +1,8 @@
-// Collectives on device memory (issue 14), on the test device: memory the
-// host cannot touch, a worker thread per stream (FERRY_DEVICE=testdev,
-// docs/accelerators.md). The cases of coll_cases.h run unchanged with
+// Collectives on device memory (issue 14), on two backends whose memory the
+// host cannot touch and whose streams are worker threads: the test device
+// (FERRY_DEVICE=testdev) and the CUDA backend driving the stand-in CUDA
+// driver (FERRY_DEVICE=cuda, FERRY_CUDA_LIBRARY=tests/support/fake_cuda),
+// docs/accelerators.md. The cases of coll_cases.h run unchanged with
 // their buffers in device memory (mp_util.h's device mode: inputs uploaded
 // and results downloaded on the default stream, the collective enqueued
 // between them on the same stream), so every check is exact and a result
@@ -13,6 +15,7 @@
 //  - call order: a host call after a device call does not overtake it;
 //  - ncclCommFinalize flushes queued work; a dead peer fails queued work
 //    (ncclCommGetAsyncError) without holding the stream forever.
+#include <dlfcn.h>
 #include <ferry/device.h>
 #include <gtest/gtest.h>
 
@@ -64,6 +67,16 @@ int shapes(const Rank& me) {
   return 0;
 }
 
+// How often the stand-in driver saw an entry point (0 when it is not loaded).
+long fakeCudaCount(const char* name) {
+  void* lib = dlopen(FERRY_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return 0;
+  auto f = reinterpret_cast<long (*)(const char*)>(dlsym(lib, "fakeCudaCount"));
+  long n = f ? f(name) : 0;
+  dlclose(lib);
+  return n;
+}
+
 // Device buffers on the ranks whose FERRY_DEVICE is set, host on the others.
 int onOwnBuffers(const Rank& me, const std::function<int(const Rank&)>& f) {
   const char* dev = std::getenv("FERRY_DEVICE");
@@ -73,46 +86,66 @@ int onOwnBuffers(const Rank& me, const std::function<int(const Rank&)>& f) {
     unsigned long long staged = 0;
     MP_NCCL(ferryCommStagedBytes(me.comm, &staged));
     MP_CHECK(staged > 0, "rank %d: device collectives ran but nothing was staged", me.rank);
+    // CUDA streams wait for the bridge with cuStreamWaitValue32 on the
+    // registered flag slab, not in a host function.
+    if (std::string(dev) == "cuda")
+      MP_CHECK(fakeCudaCount("cuStreamWaitValue32") > 0, "rank %d: no stream waited on a flag", me.rank);
   }
   setDeviceBuffers(false);
   return rc;
 }
 
+// The environment of a rank on `backend`'s memory.
+Env deviceEnv(const std::string& backend) {
+  Env e{{"FERRY_DEVICE", backend}};
+  if (backend == "cuda") e["FERRY_CUDA_LIBRARY"] = FERRY_FAKECUDA;
+  return e;
+}
+
 RunResult runDevice(int n, const std::string& tag, const std::function<int(const Rank&)>& f,
-                    const std::vector<bool>& onDevice, int timeoutSec = 240) {
+                    const std::vector<bool>& onDevice, const std::string& backend = "testdev",
+                    int timeoutSec = 240) {
   RunOptions o = loggedOptions(logDir(), tag, "INIT", {}, timeoutSec);
   o.rankEnv.resize(n);
   for (int r = 0; r < n; ++r)
-    if (onDevice[r]) o.rankEnv[r]["FERRY_DEVICE"] = "testdev";
+    if (onDevice[r]) o.rankEnv[r] = deviceEnv(backend);
   return runRanks(n, [f](int rank, int nranks, const ncclUniqueId& id) {
     return withComm(rank, nranks, id, [&](const Rank& me) { return onOwnBuffers(me, f); });
   }, o);
 }
 
-class MpDevice : public ::testing::TestWithParam<int> {};
+class MpDevice : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(MpDevice, EveryCollectiveTypeAndOpExact) {
-  const int n = GetParam();
-  std::string tag = "all" + std::to_string(n);
+  auto [backend, n] = GetParam();
+  std::string tag = backend + std::to_string(n);
   RunResult res = runDevice(n, tag, [](const Rank& me) {
     MP_TRY(matrix(me));
     return shapes(me);
-  }, std::vector<bool>(n, true));
+  }, std::vector<bool>(n, true), backend);
   EXPECT_RANKS_OK(res);
-  EXPECT_EQ(logFilesWith(logDir(), tag, "testdev memory is staged through host buffers"), n);
+  EXPECT_EQ(logFilesWith(logDir(), tag, backend + " memory is staged through host buffers"), n);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, MpDevice, ::testing::Values(1, 2, 3, 4),
-                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+INSTANTIATE_TEST_SUITE_P(Ranks, MpDevice,
+                         ::testing::Combine(::testing::Values("testdev", "cuda"), ::testing::Values(1, 2, 3, 4)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
+                         });
 
-TEST(MpDeviceMixed, TwoDeviceRanksTwoHostRanks) {
-  RunResult res = runDevice(4, "mixed", [](const Rank& me) {
+class MpDeviceMixed : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MpDeviceMixed, TwoDeviceRanksTwoHostRanks) {
+  const std::string backend = GetParam();
+  RunResult res = runDevice(4, "mixed" + backend, [](const Rank& me) {
     MP_TRY(matrix(me));
     return shapes(me);
-  }, {true, false, true, false});
+  }, {true, false, true, false}, backend);
   EXPECT_RANKS_OK(res);
-  EXPECT_EQ(logFilesWith(logDir(), "mixed", "testdev memory is staged through host buffers"), 2);
+  EXPECT_EQ(logFilesWith(logDir(), "mixed" + backend, backend + " memory is staged through host buffers"), 2);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, MpDeviceMixed, ::testing::Values("testdev", "cuda"));
 
 // One AllReduce of n ints on `stream`: inputs r + i uploaded on it, the call,
 // returns the device buffers (the caller downloads on the same stream).
@@ -151,9 +184,12 @@ int finishAllReduce(const Rank& me, size_t n, void* stream, DevAllReduce* a) {
 // cannot have waited for the operation), and a copy enqueued after it on
 // the same stream reads the reduced result. A slow stream worker (every
 // task delayed) makes an early read show.
-TEST(MpDeviceStream, CallReturnsBeforeTheWorkAndLaterWorkSeesTheResult) {
-  RunResult res = runDevice(2, "contract", [](const Rank& me) {
-    MP_NCCL(ferryDeviceSetTaskDelayUs(2000));
+class MpDeviceContract : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MpDeviceContract, CallReturnsBeforeTheWorkAndLaterWorkSeesTheResult) {
+  const std::string backend = GetParam();
+  RunResult res = runDevice(2, "contract" + backend, [backend](const Rank& me) {
+    if (backend == "testdev") MP_NCCL(ferryDeviceSetTaskDelayUs(2000));
     void* s = nullptr;
     MP_NCCL(ferryDeviceStreamCreate(&s));
     DevAllReduce a;
@@ -169,9 +205,11 @@ TEST(MpDeviceStream, CallReturnsBeforeTheWorkAndLaterWorkSeesTheResult) {
     MP_TRY(finishAllReduce(me, n, s, &a));
     MP_NCCL(ferryDeviceStreamDestroy(s));
     return 0;
-  }, {true, true});
+  }, {true, true}, backend);
   EXPECT_RANKS_OK(res);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, MpDeviceContract, ::testing::Values("testdev", "cuda"));
 
 // A host-memory call right after a device call on rank 0's slow stream must
 // wait for it: rank 1's stream is fast, so if rank 0's host AllReduce ran at

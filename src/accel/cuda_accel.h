@@ -1,0 +1,64 @@
+// The CUDA backend (accelerator.h): device memory of the current CUDA
+// device through the driver API, loaded at run time (cuda_driver.h).
+//
+// Streams are the caller's CUstream/cudaStream_t values (nullptr: the
+// legacy default stream). A stream waits for a HostFlag with
+// cuStreamWaitValue32 on a slab of flags registered with the device (no
+// host thread is held while it waits); a flag from elsewhere falls back to
+// a host function that blocks. Reductions on device memory need the
+// kernels (not built yet): reduceAsync says so.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "accel/accelerator.h"
+#include "accel/cuda_driver.h"
+
+namespace ferry::accel {
+
+class CudaAccelerator final : public Accelerator {
+ public:
+  // The driver from FERRY_CUDA_LIBRARY, initialised, with at least one
+  // device; the caller's current context, else device 0's primary one.
+  static Result<std::unique_ptr<CudaAccelerator>> create();
+  ~CudaAccelerator() override = default;
+
+  const char* name() const override { return "cuda"; }
+  bool owns(const void* p) const override;
+  Result<void*> alloc(size_t bytes) override;
+  Status free(void* p) override;
+  Result<StreamHandle> createStream() override;
+  Status destroyStream(StreamHandle s) override;
+  // Every stream is taken for a CUDA stream: there is no cheap check.
+  bool ownsStream(StreamHandle) override { return true; }
+  Status copyAsync(void* dst, const void* src, size_t bytes, StreamHandle s) override;
+  Status reduceAsync(void* dst, const void* a, const void* b, size_t count, kernels::DType t,
+                     kernels::Op op, StreamHandle s) override;
+  Status hostFnAsync(StreamHandle s, std::function<void()> fn) override;
+  std::shared_ptr<HostFlag> newFlag() override;
+  Status waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,
+                       int64_t timeoutMs) override;
+  Result<bool> idle(StreamHandle s) override;
+  Status synchronize(StreamHandle s, int64_t timeoutMs) override;
+
+ private:
+  static constexpr size_t kFlagStride = 64;  // one cache line per flag
+  static constexpr size_t kFlagSlots = 1024;
+  CudaAccelerator(std::unique_ptr<CudaDriver> d, cu::Context ctx);
+  // This thread has a current context (the caller's own is left alone).
+  Status bind() const;
+  Status openSlab();
+  // The device address of a flag in the slab, or 0.
+  cu::DevicePtr slabAddress(const HostFlag* f) const;
+
+  std::unique_ptr<CudaDriver> d_;
+  cu::Context ctx_;
+  std::mutex mu_;
+  char* slab_ = nullptr;  // kFlagSlots flags, registered with the device
+  cu::DevicePtr slabDev_ = 0;
+  std::vector<uint32_t> freeSlots_;
+};
+
+}  // namespace ferry::accel

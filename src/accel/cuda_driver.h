@@ -1,0 +1,64 @@
+// The CUDA driver API entry points Ferry uses, resolved at run time.
+//
+// libferry.so must load on machines without CUDA, so nothing links
+// libcuda: CudaDriver::load dlopens it (FERRY_CUDA_LIBRARY, default
+// libcuda.so.1) and resolves each entry point by its versioned name. The
+// types are the driver's ABI, declared here so no CUDA header is needed to
+// build: handles are pointers, device addresses 64-bit integers, results
+// ints (0: success).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+
+namespace ferry::accel {
+
+namespace cu {
+using Result = int;
+using DevicePtr = unsigned long long;
+using Context = void*;
+using Stream = void*;
+using HostFn = void (*)(void*);
+constexpr Result kSuccess = 0;
+constexpr Result kNotReady = 600;
+constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr unsigned kMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
+constexpr unsigned kStreamNonBlocking = 1;      // CU_STREAM_NON_BLOCKING
+constexpr unsigned kWaitValueGeq = 0;           // CU_STREAM_WAIT_VALUE_GEQ
+constexpr unsigned kHostRegisterDeviceMap = 2;  // CU_MEMHOSTREGISTER_DEVICEMAP
+}  // namespace cu
+
+struct CudaDriver {
+  cu::Result (*init)(unsigned flags);
+  cu::Result (*deviceGetCount)(int* count);
+  cu::Result (*deviceGet)(int* device, int ordinal);
+  cu::Result (*primaryCtxRetain)(cu::Context* ctx, int device);
+  cu::Result (*ctxGetCurrent)(cu::Context* ctx);
+  cu::Result (*ctxSetCurrent)(cu::Context ctx);
+  cu::Result (*pointerGetAttribute)(void* data, int attribute, cu::DevicePtr p);
+  cu::Result (*memAlloc)(cu::DevicePtr* p, size_t bytes);
+  cu::Result (*memFree)(cu::DevicePtr p);
+  cu::Result (*streamCreate)(cu::Stream* s, unsigned flags);
+  cu::Result (*streamDestroy)(cu::Stream s);
+  cu::Result (*memcpyAsync)(cu::DevicePtr dst, cu::DevicePtr src, size_t bytes, cu::Stream s);
+  cu::Result (*launchHostFunc)(cu::Stream s, cu::HostFn fn, void* data);
+  cu::Result (*streamWaitValue32)(cu::Stream s, cu::DevicePtr addr, uint32_t value, unsigned flags);
+  cu::Result (*memHostRegister)(void* p, size_t bytes, unsigned flags);
+  cu::Result (*memHostUnregister)(void* p);
+  cu::Result (*memHostGetDevicePointer)(cu::DevicePtr* d, void* p, unsigned flags);
+  cu::Result (*streamSynchronize)(cu::Stream s);
+  cu::Result (*streamQuery)(cu::Stream s);
+  cu::Result (*getErrorString)(cu::Result r, const char** s);
+
+  // The library at `path`, every entry point resolved; an error naming what
+  // is missing. Never unloaded (its threads may outlive us at exit).
+  static Result<std::unique_ptr<CudaDriver>> load(const std::string& path);
+  // "what: <driver's message> (code)" for a failed call.
+  Status error(cu::Result r, const char* what) const;
+};
+
+}  // namespace ferry::accel

@@ -1,0 +1,372 @@
+// A stand-in CUDA driver (libcuda's entry points Ferry uses, same names and
+// ABI) for machines without a GPU: tests point FERRY_CUDA_LIBRARY at it, so
+// the CUDA backend's host-side logic runs for real here (loading and
+// resolving the driver, context binding, pointer queries, streams, host
+// functions, stream waits on registered host memory, queries, errors).
+//
+// "Device" memory is a memfd mapped PROT_NONE at the addresses handed out
+// (any host load or store faults, as on a discrete GPU) and read-write at a
+// second address the stand-in's own copies use. Each stream is a worker
+// thread running its work in order. Calls other than cuInit, cuDeviceGet*,
+// cuGetErrorString and context calls need cuInit and a current context,
+// as the real driver does.
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+namespace {
+
+using CUresult = int;
+using CUdeviceptr = unsigned long long;
+constexpr CUresult kOk = 0, kInvalidValue = 1, kNotInitialized = 3, kInvalidContext = 201,
+                   kInvalidHandle = 400, kNotReady = 600;
+constexpr size_t kRegion = size_t(512) << 20, kAlign = 256;
+
+struct Stream {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> work;
+  uint64_t enqueued = 0, done = 0;
+  bool stop = false;
+  std::thread worker{[this] { run(); }};
+  ~Stream() {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    worker.join();
+  }
+  void push(std::function<void()> f) {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      work.push_back(std::move(f));
+      ++enqueued;
+    }
+    cv.notify_all();
+  }
+  void run() {
+    std::unique_lock<std::mutex> g(mu);
+    for (;;) {
+      cv.wait(g, [&] { return stop || !work.empty(); });
+      if (work.empty()) return;
+      auto f = std::move(work.front());
+      work.pop_front();
+      g.unlock();
+      f();
+      g.lock();
+      ++done;
+      cv.notify_all();
+    }
+  }
+};
+
+struct Device {
+  std::mutex mu;
+  std::atomic<bool> init{false};
+  char* dev = nullptr;     // PROT_NONE: what callers hold
+  char* shadow = nullptr;  // read-write view of the same pages
+  std::map<size_t, size_t> live, freeList;  // offset -> bytes
+  std::map<uintptr_t, size_t> registered;   // host ranges (cuMemHostRegister)
+  std::set<Stream*> streams;
+  Stream* legacy = nullptr;
+  std::map<std::string, long> counters;
+};
+
+Device& D() {
+  static Device* d = new Device;  // never destroyed: workers may run at exit
+  return *d;
+}
+
+thread_local void* tCtx = nullptr;
+char gPrimary;  // the one context's identity
+
+void count(const char* what) {
+  std::lock_guard<std::mutex> g(D().mu);
+  D().counters[what]++;
+}
+
+CUresult ready() {
+  if (!D().init) return kNotInitialized;
+  return tCtx ? kOk : kInvalidContext;
+}
+
+// The stand-in's view of [p, p + n): the shadow for device memory inside
+// one allocation, p itself for host memory; nullptr for a device range
+// that leaves its allocation.
+char* view(CUdeviceptr a, size_t n) {
+  Device& d = D();
+  auto* p = reinterpret_cast<char*>(a);
+  if (p < d.dev || p >= d.dev + kRegion) return p;
+  size_t off = size_t(p - d.dev);
+  std::lock_guard<std::mutex> g(d.mu);
+  auto it = d.live.upper_bound(off);
+  if (it == d.live.begin()) return nullptr;
+  --it;
+  if (off + n > it->first + it->second) return nullptr;
+  return d.shadow + off;
+}
+
+bool registeredHost(const void* p) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> g(D().mu);
+  auto it = D().registered.upper_bound(a);
+  if (it == D().registered.begin()) return false;
+  --it;
+  return a < it->first + it->second;
+}
+
+Stream* stream(void* s) {
+  Device& d = D();
+  std::lock_guard<std::mutex> g(d.mu);
+  if (!s) {
+    if (!d.legacy) d.legacy = new Stream;
+    return d.legacy;
+  }
+  auto* st = static_cast<Stream*>(s);
+  return d.streams.count(st) ? st : nullptr;
+}
+
+}  // namespace
+
+// The library is built with hidden visibility like the rest of the tree:
+// these are its exports.
+#pragma GCC visibility push(default)
+extern "C" {
+
+CUresult cuInit(unsigned) {
+  Device& d = D();
+  std::lock_guard<std::mutex> g(d.mu);
+  if (d.init) return kOk;
+  int fd = memfd_create("ferry-fakecuda", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, off_t(kRegion)) != 0) return kInvalidValue;
+  void* a = mmap(nullptr, kRegion, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  void* b = mmap(nullptr, kRegion, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  close(fd);
+  if (a == MAP_FAILED || b == MAP_FAILED) return kInvalidValue;
+  d.dev = static_cast<char*>(a);
+  d.shadow = static_cast<char*>(b);
+  d.freeList[0] = kRegion;
+  d.init = true;
+  return kOk;
+}
+
+CUresult cuDeviceGetCount(int* n) {
+  if (!D().init) return kNotInitialized;
+  *n = 1;
+  return kOk;
+}
+
+CUresult cuDeviceGet(int* dev, int ordinal) {
+  if (!D().init) return kNotInitialized;
+  if (ordinal != 0) return kInvalidValue;
+  *dev = 0;
+  return kOk;
+}
+
+CUresult cuDevicePrimaryCtxRetain(void** ctx, int dev) {
+  if (!D().init) return kNotInitialized;
+  if (dev != 0) return kInvalidValue;
+  *ctx = &gPrimary;
+  return kOk;
+}
+
+CUresult cuCtxGetCurrent(void** ctx) {
+  *ctx = tCtx;
+  return kOk;
+}
+
+CUresult cuCtxSetCurrent(void* ctx) {
+  if (ctx && ctx != &gPrimary) return kInvalidContext;
+  tCtx = ctx;
+  return kOk;
+}
+
+CUresult cuGetErrorString(CUresult r, const char** s) {
+  switch (r) {
+    case kOk: *s = "no error"; return kOk;
+    case kInvalidValue: *s = "invalid argument"; return kOk;
+    case kNotInitialized: *s = "initialization error"; return kOk;
+    case kInvalidContext: *s = "invalid device context"; return kOk;
+    case kInvalidHandle: *s = "invalid resource handle"; return kOk;
+    case kNotReady: *s = "device not ready"; return kOk;
+    default: *s = nullptr; return kInvalidValue;
+  }
+}
+
+CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr p) {
+  if (CUresult r = ready()) return r;
+  count("cuPointerGetAttribute");
+  if (attribute != 2) return kInvalidValue;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE only
+  auto* c = reinterpret_cast<char*>(p);
+  if (c >= D().dev && c < D().dev + kRegion) {
+    if (!view(p, 1)) return kInvalidValue;
+    *static_cast<unsigned*>(data) = 2;  // CU_MEMORYTYPE_DEVICE
+    return kOk;
+  }
+  if (!registeredHost(c)) return kInvalidValue;  // plain host memory: not CUDA's
+  *static_cast<unsigned*>(data) = 1;  // CU_MEMORYTYPE_HOST
+  return kOk;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
+  if (CUresult r = ready()) return r;
+  Device& d = D();
+  size_t want = (bytes + kAlign - 1) / kAlign * kAlign;
+  std::lock_guard<std::mutex> g(d.mu);
+  for (auto it = d.freeList.begin(); it != d.freeList.end(); ++it) {
+    if (it->second < want) continue;
+    size_t off = it->first, left = it->second - want;
+    d.freeList.erase(it);
+    if (left) d.freeList[off + want] = left;
+    d.live[off] = want;
+    *p = reinterpret_cast<CUdeviceptr>(d.dev + off);
+    return kOk;
+  }
+  return 2;  // CUDA_ERROR_OUT_OF_MEMORY
+}
+
+CUresult cuMemFree_v2(CUdeviceptr p) {
+  if (CUresult r = ready()) return r;
+  Device& d = D();
+  std::lock_guard<std::mutex> g(d.mu);
+  auto* c = reinterpret_cast<char*>(p);
+  auto it = d.live.find(size_t(c - d.dev));
+  if (c < d.dev || c >= d.dev + kRegion || it == d.live.end()) return kInvalidValue;
+  size_t off = it->first, n = it->second;
+  d.live.erase(it);
+  auto next = d.freeList.find(off + n);
+  if (next != d.freeList.end()) {
+    n += next->second;
+    d.freeList.erase(next);
+  }
+  auto prev = d.freeList.lower_bound(off);
+  if (prev != d.freeList.begin() && (--prev)->first + prev->second == off) {
+    prev->second += n;
+  } else {
+    d.freeList[off] = n;
+  }
+  return kOk;
+}
+
+CUresult cuStreamCreate(void** s, unsigned) {
+  if (CUresult r = ready()) return r;
+  auto* st = new Stream;
+  std::lock_guard<std::mutex> g(D().mu);
+  D().streams.insert(st);
+  *s = st;
+  return kOk;
+}
+
+CUresult cuStreamDestroy_v2(void* s) {
+  if (CUresult r = ready()) return r;
+  {
+    std::lock_guard<std::mutex> g(D().mu);
+    if (!D().streams.erase(static_cast<Stream*>(s))) return kInvalidHandle;
+  }
+  delete static_cast<Stream*>(s);  // runs what is queued first
+  return kOk;
+}
+
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void* s) {
+  if (CUresult r = ready()) return r;
+  Stream* st = stream(s);
+  if (!st) return kInvalidHandle;
+  char* d = view(dst, bytes);
+  char* f = view(src, bytes);
+  if (!d || !f) return kInvalidValue;
+  count("cuMemcpyAsync");
+  st->push([d, f, bytes] { std::memmove(d, f, bytes); });
+  return kOk;
+}
+
+CUresult cuLaunchHostFunc(void* s, void (*fn)(void*), void* data) {
+  if (CUresult r = ready()) return r;
+  Stream* st = stream(s);
+  if (!st) return kInvalidHandle;
+  count("cuLaunchHostFunc");
+  st->push([fn, data] { fn(data); });
+  return kOk;
+}
+
+CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned) {
+  if (CUresult r = ready()) return r;
+  std::lock_guard<std::mutex> g(D().mu);
+  D().registered[reinterpret_cast<uintptr_t>(p)] = bytes;
+  return kOk;
+}
+
+CUresult cuMemHostUnregister(void* p) {
+  if (CUresult r = ready()) return r;
+  std::lock_guard<std::mutex> g(D().mu);
+  return D().registered.erase(reinterpret_cast<uintptr_t>(p)) ? kOk : kInvalidValue;
+}
+
+// Unified addressing: a registered host page's device address is its own.
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned) {
+  if (CUresult r = ready()) return r;
+  if (!registeredHost(p)) return kInvalidValue;
+  *d = reinterpret_cast<CUdeviceptr>(p);
+  return kOk;
+}
+
+// The stream waits until (int32_t)(*addr - value) >= 0; addr must be
+// registered host memory (what the device can read).
+CUresult cuStreamWaitValue32_v2(void* s, CUdeviceptr addr, uint32_t value, unsigned flags) {
+  if (CUresult r = ready()) return r;
+  Stream* st = stream(s);
+  if (!st) return kInvalidHandle;
+  auto* w = reinterpret_cast<uint32_t*>(addr);
+  if (flags != 0 || !registeredHost(w)) return kInvalidValue;
+  count("cuStreamWaitValue32");
+  st->push([w, value] {
+    for (;;) {
+      uint32_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+      if (static_cast<int32_t>(v - value) >= 0) return;
+      timespec ts{0, 1000000};
+      syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, v, &ts, nullptr, 0);
+    }
+  });
+  return kOk;
+}
+
+CUresult cuStreamQuery(void* s) {
+  if (CUresult r = ready()) return r;
+  Stream* st = stream(s);
+  if (!st) return kInvalidHandle;
+  std::lock_guard<std::mutex> g(st->mu);
+  return st->done == st->enqueued ? kOk : kNotReady;
+}
+
+CUresult cuStreamSynchronize(void* s) {
+  if (CUresult r = ready()) return r;
+  Stream* st = stream(s);
+  if (!st) return kInvalidHandle;
+  std::unique_lock<std::mutex> g(st->mu);
+  uint64_t target = st->enqueued;
+  st->cv.wait(g, [&] { return st->done >= target; });
+  return kOk;
+}
+
+// For tests: how often an entry point was called (0 for unknown names).
+long fakeCudaCount(const char* name) {
+  std::lock_guard<std::mutex> g(D().mu);
+  auto it = D().counters.find(name);
+  return it == D().counters.end() ? 0 : it->second;
+}
+
+}  // extern "C"
+#pragma GCC visibility pop
