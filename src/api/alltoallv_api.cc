@@ -33,8 +33,6 @@ Result<Extent> sideExtent(const void* buf, const char* bufName, const size_t* co
                           int nranks, size_t elt) {
   FERRY_TRY(checkPtr(counts, countsName));
   FERRY_TRY(checkPtr(displs, displsName));
-  // Host memory only (the bridge does not carry ferryAlltoAllv yet).
-  if (buf && accel::anyDevice()) FERRY_TRY(deviceMemoryCheck(buf, bufName));
   Extent e{SIZE_MAX, 0};
   for (int p = 0; p < nranks; ++p) {
     if (counts[p] == 0) continue;
@@ -62,7 +60,6 @@ Status validate(const void* sendbuff, const size_t* sendcounts, const size_t* sd
                 ncclDataType_t datatype, ncclComm_t comm, int* nranks, size_t* elt,
                 Comm** out) {
   FERRY_ASSIGN(Comm * c, readyComm(comm));
-  FERRY_TRY(c->quiesce());
   *out = c;
   FERRY_ASSIGN(kernels::DType t, checkType(datatype));
   *nranks = c->nranks();
@@ -87,9 +84,18 @@ bool railLocal(Comm* c) {
          !f.allows(CollKind::kAllToAll, "direct");
 }
 
+// Device memory goes the direct way: its Send/Recv group runs through the
+// bridge (stream_bridge.h); the rail exchange works on host memory only.
+bool onDevice(const void* a, const void* b) {
+  if (!accel::anyDevice()) return false;
+  accel::Accelerator* host = &accel::host();
+  return (a && &accel::ownerOf(a) != host) || (b && &accel::ownerOf(b) != host);
+}
+
 Status submitRail(Comm* c, const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
                   void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
                   ncclDataType_t datatype, size_t elt) {
+  FERRY_TRY(c->quiesce());  // runs on this thread: after what the stream queue holds
   CollTask t;
   t.comm = c;
   t.args.kind = CollKind::kAllToAllv;
@@ -120,8 +126,10 @@ extern "C" FERRY_API ncclResult_t ferryAlltoAllv(const void* sendbuff, const siz
                                 datatype, comm, &n, &elt, &c);
   });
   if (r != ncclSuccess) return r;
-  const bool rail = ferry::api::railLocal(c);
-  FERRY_INFO(ferry::log::kTuning, "AlltoAllv: algorithm %s", rail ? "rail" : "direct");
+  const bool device = ferry::api::onDevice(sendbuff, recvbuff);
+  const bool rail = !device && ferry::api::railLocal(c);
+  FERRY_INFO(ferry::log::kTuning, "AlltoAllv: algorithm %s%s", rail ? "rail" : "direct",
+             device && ferry::api::railLocal(c) ? " (device memory: rail runs on host memory only)" : "");
   if (rail)
     return ferry::api::guard("ferryAlltoAllv", [&] {
       return ferry::api::submitRail(c, sendbuff, sendcounts, sdispls, recvbuff, recvcounts,

@@ -199,7 +199,7 @@ bool caseAlltoAllv(const Ctx& cx, size_t m) {
   auto send = makeBuf<float>(st), recv = makeBuf<float>(rt);
   for (int p = 0; p < n; ++p)
     for (size_t i = 0; i < sc[p]; ++i) send[sd[p] + i] = mv(cx.rank * n + p, i);
-  if (!callOk(ferryAlltoAllv(send.data(), sc.data(), sd.data(), recv.data(), rc.data(), rd.data(),
+  if (!callOk(ferryAlltoAllv(D(send), sc.data(), sd.data(), D(recv), rc.data(), rd.data(),
                              ncclFloat32, cx.comm, nullptr), what))
     return false;
   bool ok = true;

@@ -25,8 +25,7 @@ struct CaseResult {
 enum class Red { kSum, kMax, kAvg };
 
 // Every case's buffers in device memory of FERRY_DEVICE's backend
-// (ferry/device.h) instead of host vectors; ferryAlltoAllv takes host
-// memory only, so leave AlltoAllv out then.
+// (ferry/device.h) instead of host vectors.
 void setDeviceMode(bool on);
 
 // AllReduce: float sum/max, int32 avg. quiet: no OK line (the fault loop).
