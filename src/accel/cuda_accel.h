@@ -5,8 +5,9 @@
 // legacy default stream). A stream waits for a HostFlag with
 // cuStreamWaitValue32 on a slab of flags registered with the device (no
 // host thread is held while it waits); a flag from elsewhere falls back to
-// a host function that blocks. Reductions on device memory need the
-// kernels (not built yet): reduceAsync says so.
+// a host function that blocks. Reductions run the kernels nvcc built into
+// libferry.so (cuda/reduce_kernels.cu), loaded at the first one; where the
+// build had no nvcc, reduceAsync says so.
 #pragma once
 
 #include <memory>
@@ -53,8 +54,13 @@ class CudaAccelerator final : public Accelerator {
   // The device address of a flag in the slab, or 0.
   cu::DevicePtr slabAddress(const HostFlag* f) const;
 
+  // The reduction kernel for t, the module loaded at the first call.
+  Result<cu::Function> reduceKernel(kernels::DType t);
+
   std::unique_ptr<CudaDriver> d_;
   cu::Context ctx_;
+  cu::Module module_ = nullptr;
+  cu::Function kernels_[kernels::kNumDTypes] = {};
   std::mutex mu_;
   char* slab_ = nullptr;  // kFlagSlots flags, registered with the device
   cu::DevicePtr slabDev_ = 0;

@@ -39,6 +39,9 @@ Result<std::unique_ptr<CudaDriver>> CudaDriver::load(const std::string& path) {
   resolve(lib, "cuStreamSynchronize", &d->streamSynchronize, &missing);
   resolve(lib, "cuStreamQuery", &d->streamQuery, &missing);
   resolve(lib, "cuGetErrorString", &d->getErrorString, &missing);
+  resolve(lib, "cuModuleLoadData", &d->moduleLoadData, &missing);
+  resolve(lib, "cuModuleGetFunction", &d->moduleGetFunction, &missing);
+  resolve(lib, "cuLaunchKernel", &d->launchKernel, &missing);
   if (!missing.empty()) return systemError(path + " lacks " + missing);
   return d;
 }

@@ -23,6 +23,8 @@ using DevicePtr = unsigned long long;
 using Context = void*;
 using Stream = void*;
 using HostFn = void (*)(void*);
+using Module = void*;
+using Function = void*;
 constexpr Result kSuccess = 0;
 constexpr Result kNotReady = 600;
 constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
@@ -53,6 +55,11 @@ struct CudaDriver {
   cu::Result (*streamSynchronize)(cu::Stream s);
   cu::Result (*streamQuery)(cu::Stream s);
   cu::Result (*getErrorString)(cu::Result r, const char** s);
+  cu::Result (*moduleLoadData)(cu::Module* m, const void* image);
+  cu::Result (*moduleGetFunction)(cu::Function* f, cu::Module m, const char* name);
+  cu::Result (*launchKernel)(cu::Function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned sharedBytes, cu::Stream s,
+                             void** params, void** extra);
 
   // The library at `path`, every entry point resolved; an error naming what
   // is missing. Never unloaded (its threads may outlive us at exit).

@@ -2,7 +2,14 @@
 // ABI) for machines without a GPU: tests point FERRY_CUDA_LIBRARY at it, so
 // the CUDA backend's host-side logic runs for real here (loading and
 // resolving the driver, context binding, pointer queries, streams, host
-// functions, stream waits on registered host memory, queries, errors).
+// functions, stream waits on registered host memory, queries, errors,
+// loading the reduction kernels and launching them).
+//
+// A GPU's kernels cannot run here: cuModuleLoadData accepts the fatbin,
+// cuModuleGetFunction knows the reduction kernels by name, and
+// cuLaunchKernel runs their host instantiation (src/accel/cuda/
+// reduce_math.h, the code nvcc compiled) on the stream, over the launch's
+// own arguments.
 //
 // "Device" memory is a memfd mapped PROT_NONE at the addresses handed out
 // (any host load or store faults, as on a discrete GPU) and read-write at a
@@ -26,6 +33,8 @@
 #include <set>
 #include <string>
 #include <thread>
+
+#include "accel/cuda/reduce_math.h"
 
 namespace {
 
@@ -140,6 +149,20 @@ Stream* stream(void* s) {
   return d.streams.count(st) ? st : nullptr;
 }
 
+// The reduction kernels by name, as reduce_kernels.cu defines them.
+struct Kernel {
+  const char* name;
+  size_t elem;
+  void (*run)(void*, const void*, const void*, uint64_t, int);
+};
+#define FERRY_FAKE_KERNEL(n, A)                                                     \
+  {"ferry_reduce_" #n, sizeof(ferry::cudamath::A::S),                               \
+   [](void* d, const void* a, const void* b, uint64_t c, int op) {                  \
+     ferry::cudamath::reduceRange<ferry::cudamath::A>(d, a, b, 0, c, 1, op);         \
+   }},
+const Kernel kKernels[] = {FERRY_CUDA_REDUCE_TYPES(FERRY_FAKE_KERNEL)};
+char gModule;  // the one module's identity
+
 }  // namespace
 
 // The library is built with hidden visibility like the rest of the tree:
@@ -203,6 +226,8 @@ CUresult cuGetErrorString(CUresult r, const char** s) {
     case kInvalidContext: *s = "invalid device context"; return kOk;
     case kInvalidHandle: *s = "invalid resource handle"; return kOk;
     case kNotReady: *s = "device not ready"; return kOk;
+    case 500: *s = "named symbol not found"; return kOk;
+    case 700: *s = "an illegal memory access was encountered"; return kOk;
     default: *s = nullptr; return kInvalidValue;
   }
 }
@@ -358,6 +383,54 @@ CUresult cuStreamSynchronize(void* s) {
   std::unique_lock<std::mutex> g(st->mu);
   uint64_t target = st->enqueued;
   st->cv.wait(g, [&] { return st->done >= target; });
+  return kOk;
+}
+
+CUresult cuModuleLoadData(void** module, const void* image) {
+  if (CUresult r = ready()) return r;
+  if (!image) return kInvalidValue;
+  count("cuModuleLoadData");
+  *module = &gModule;
+  return kOk;
+}
+
+CUresult cuModuleGetFunction(void** fn, void* module, const char* name) {
+  if (CUresult r = ready()) return r;
+  if (module != &gModule) return kInvalidHandle;
+  for (const Kernel& k : kKernels)
+    if (std::strcmp(k.name, name) == 0) {
+      *fn = const_cast<Kernel*>(&k);
+      return kOk;
+    }
+  return 500;  // CUDA_ERROR_NOT_FOUND
+}
+
+// The reduction kernels' parameters: dst, a, b, count, op.
+CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned, void* s, void** params, void** extra) {
+  if (CUresult r = ready()) return r;
+  Stream* st = stream(s);
+  if (!st) return kInvalidHandle;
+  const auto* k = static_cast<const Kernel*>(fn);
+  if (!params || extra || gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024) return kInvalidValue;
+  auto dst = *static_cast<CUdeviceptr*>(params[0]);
+  auto a = *static_cast<CUdeviceptr*>(params[1]);
+  auto b = *static_cast<CUdeviceptr*>(params[2]);
+  auto n = *static_cast<unsigned long long*>(params[3]);
+  int op = *static_cast<int*>(params[4]);
+  // A kernel reads and writes device memory or registered host memory;
+  // pageable host memory is out of its reach.
+  auto reach = [&](CUdeviceptr p) -> char* {
+    auto* c = reinterpret_cast<char*>(p);
+    bool dev = c >= D().dev && c < D().dev + kRegion;
+    return dev || registeredHost(c) ? view(p, n * k->elem) : nullptr;
+  };
+  char* d = reach(dst);
+  char* x = reach(a);
+  char* y = reach(b);
+  if (!d || !x || !y) return 700;  // CUDA_ERROR_ILLEGAL_ADDRESS
+  count("cuLaunchKernel");
+  st->push([k, d, x, y, n, op] { k->run(d, x, y, n, op); });
   return kOk;
 }
 
