@@ -78,7 +78,7 @@ Status initAll(ncclComm_t* comms, int ndev, const int* devlist) {
 Status release(Comm* c) {
   // Work queued behind streams runs first (an aborted comm fails it fast);
   // what cannot run is cancelled when the comm is freed.
-  if (Status st = c->quiesce(); !st.isOk())
+  if (Status st = c->quiesce(); !st.isOk() && !c->abortFlag()->load())
     FERRY_WARN("rank %d: destroying with stream-ordered work not done: %s", c->rank(),
                st.message().c_str());
   unregisterComm(c);

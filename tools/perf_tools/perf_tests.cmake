@@ -86,6 +86,30 @@ add_test(NAME perf_output_layout COMMAND ${CMAKE_COMMAND}
 set_property(GLOBAL APPEND PROPERTY FERRY_PERF_TESTS perf_output_layout)
 get_property(_perf_tests GLOBAL PROPERTY FERRY_PERF_TESTS)
 set_tests_properties(${_perf_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools")
+
+# Device buffers (issue 14): every tool on Ferry's test device (--device-buffers
+# sets FERRY_DEVICE=testdev), so every collective runs through the CPU-forward
+# bridge; every datatype (the reductions: every op), exact, and the staged bytes
+# printed.
+set(_device_tests)
+foreach(coll IN LISTS FERRY_PERF_COLLS)
+  set(n 3)
+  set(ops)
+  if(coll STREQUAL "hypercube")
+    set(n 4)
+  endif()
+  if(coll MATCHES "^(all_reduce|reduce|reduce_scatter)$")
+    set(ops -o all)
+  endif()
+  list(JOIN ops " " ops)
+  add_test(NAME perf_${coll}_device COMMAND ${CMAKE_COMMAND} -DPERF_BIN=$<TARGET_FILE:${coll}_perf>
+    "-DPERF_ARGS=--nranks ${n} -b 48 -e 48K -f 16 -n 2 -w 1 -d all ${ops} --device-buffers -T 60"
+    -DEXPECT_RC=0
+    "-DEXPECT_RE=# Out of bounds values : 0 OK.*# Staged through host memory [(]rank 0[)]: [1-9]"
+    -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+  list(APPEND _device_tests perf_${coll}_device)
+endforeach()
+set_tests_properties(${_device_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools;device")
 add_test(NAME perf_json_csv_golden COMMAND ${CMAKE_COMMAND}
   -DPERF_BIN=$<TARGET_FILE:all_reduce_perf> -DWORK=${CMAKE_CURRENT_BINARY_DIR}/json_csv_work
   -P ${CMAKE_CURRENT_SOURCE_DIR}/json_csv_check.cmake)
