@@ -97,30 +97,6 @@ class WindowSource : public BufferSource {
   bool used_[kSlots] = {};
 };
 
-// Every collective, in place where NCCL has the form, at two sizes.
-int everyCollective(const Rank& me) {
-  const int last = me.nranks - 1;
-  for (size_t count : {size_t{7}, size_t{70001}}) {
-    for (bool inPlace : {false, true}) {
-      for (RedCase c : {RedCase{ncclInt32, TestOp::kSum, me.nranks}, RedCase{ncclFloat64, TestOp::kMax, me.nranks}}) {
-        MP_TRY(caseAllReduce(me, c, count, inPlace));
-        MP_TRY(caseReduce(me, c, count, last, inPlace));
-        MP_TRY(caseReduceScatter(me, c, count, inPlace));
-      }
-      for (int root : {0, last}) {
-        MP_TRY(caseBroadcast(me, ncclInt32, count, root, inPlace));
-        MP_TRY(caseGather(me, ncclInt32, count, root, inPlace));
-        MP_TRY(caseScatter(me, ncclInt32, count, root, inPlace));
-      }
-      MP_TRY(caseAllGather(me, ncclUint8, count, inPlace));
-    }
-    MP_TRY(caseAlltoAll(me, ncclInt32, count));
-    MP_TRY(caseSendRecvRing(me, ncclInt32, count));
-    MP_TRY(caseSendRecvAllPairs(me, ncclFloat32, count));
-  }
-  return 0;
-}
-
 int runKind(const Rank& me, const std::string& kind) {
   MallocSource heap;
   MemAllocSource shared;
@@ -135,7 +111,7 @@ int runKind(const Rank& me, const std::string& kind) {
     src = &window;
   }
   setBufferSource(src);
-  int rc = everyCollective(me);
+  int rc = caseEveryShape(me, {7, 70001});
   setBufferSource(nullptr);
   if (kind == "window") MP_TRY(window.close());
   return rc;

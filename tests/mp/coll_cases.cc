@@ -277,4 +277,27 @@ int caseAllReductions(const Rank& me, const RedCase& c, size_t count) {
   return 0;
 }
 
+int caseEveryShape(const Rank& me, std::initializer_list<size_t> counts) {
+  const int last = me.nranks - 1;
+  for (size_t count : counts) {
+    for (bool inPlace : {false, true}) {
+      for (RedCase c : {RedCase{ncclInt32, TestOp::kSum, me.nranks}, RedCase{ncclFloat64, TestOp::kMax, me.nranks}}) {
+        MP_TRY(caseAllReduce(me, c, count, inPlace));
+        MP_TRY(caseReduce(me, c, count, last, inPlace));
+        MP_TRY(caseReduceScatter(me, c, count, inPlace));
+      }
+      for (int root : {0, last}) {
+        MP_TRY(caseBroadcast(me, ncclInt32, count, root, inPlace));
+        MP_TRY(caseGather(me, ncclInt32, count, root, inPlace));
+        MP_TRY(caseScatter(me, ncclInt32, count, root, inPlace));
+      }
+      MP_TRY(caseAllGather(me, ncclUint8, count, inPlace));
+    }
+    MP_TRY(caseAlltoAll(me, ncclInt32, count));
+    MP_TRY(caseSendRecvRing(me, ncclInt32, count));
+    MP_TRY(caseSendRecvAllPairs(me, ncclFloat32, count));
+  }
+  return 0;
+}
+
 }  // namespace ferry::mp

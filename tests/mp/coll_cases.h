@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 
 #include "tests/mp/mp_util.h"
 
@@ -44,5 +45,8 @@ int caseSendRecvAllPairs(const Rank& me, ncclDataType_t dt, size_t count);
 int caseAllMovement(const Rank& me, ncclDataType_t dt, size_t count);
 // AllReduce, Reduce (root n-1) and ReduceScatter for one reduction case.
 int caseAllReductions(const Rank& me, const RedCase& c, size_t count);
+// Every collective, in place where NCCL has the form, at each count: the
+// buffer-kind suites (buffers_test.cc, device_test.cc) run it on their memory.
+int caseEveryShape(const Rank& me, std::initializer_list<size_t> counts);
 
 }  // namespace ferry::mp

@@ -43,30 +43,6 @@ int matrix(const Rank& me) {
   return 0;
 }
 
-// In-place forms and a size whose pieces travel by reference between
-// local ranks (the staging blocks are shared memory).
-int shapes(const Rank& me) {
-  const int last = me.nranks - 1;
-  for (size_t count : {size_t{1}, size_t{70001}}) {
-    for (bool inPlace : {false, true}) {
-      RedCase c{ncclInt32, TestOp::kSum, me.nranks};
-      MP_TRY(caseAllReduce(me, c, count, inPlace));
-      MP_TRY(caseReduce(me, c, count, last, inPlace));
-      MP_TRY(caseReduceScatter(me, c, count, inPlace));
-      for (int root : {0, last}) {
-        MP_TRY(caseBroadcast(me, ncclFloat32, count, root, inPlace));
-        MP_TRY(caseGather(me, ncclInt32, count, root, inPlace));
-        MP_TRY(caseScatter(me, ncclInt32, count, root, inPlace));
-      }
-      MP_TRY(caseAllGather(me, ncclUint8, count, inPlace));
-    }
-    MP_TRY(caseAlltoAll(me, ncclInt32, count));
-    MP_TRY(caseSendRecvRing(me, ncclInt32, count));
-    MP_TRY(caseSendRecvAllPairs(me, ncclFloat32, count));
-  }
-  return 0;
-}
-
 // How often the stand-in driver saw an entry point (0 when it is not loaded).
 long fakeCudaCount(const char* name) {
   void* lib = dlopen(FERRY_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
@@ -123,7 +99,9 @@ TEST_P(MpDevice, EveryCollectiveTypeAndOpExact) {
   std::string tag = backend + std::to_string(n);
   RunResult res = runDevice(n, tag, [](const Rank& me) {
     MP_TRY(matrix(me));
-    return shapes(me);
+    // In-place forms, and a size whose pieces travel by reference between
+    // local ranks (the staging blocks are shared memory).
+    return caseEveryShape(me, {1, 70001});
   }, std::vector<bool>(n, true), backend);
   EXPECT_RANKS_OK(res);
   EXPECT_EQ(logFilesWith(logDir(), tag, backend + " memory is staged through host buffers"), n);
@@ -141,7 +119,9 @@ TEST_P(MpDeviceMixed, TwoDeviceRanksTwoHostRanks) {
   const std::string backend = GetParam();
   RunResult res = runDevice(4, "mixed" + backend, [](const Rank& me) {
     MP_TRY(matrix(me));
-    return shapes(me);
+    // In-place forms, and a size whose pieces travel by reference between
+    // local ranks (the staging blocks are shared memory).
+    return caseEveryShape(me, {1, 70001});
   }, {true, false, true, false}, backend);
   EXPECT_RANKS_OK(res);
   EXPECT_EQ(logFilesWith(logDir(), "mixed" + backend, backend + " memory is staged through host buffers"), 2);
