@@ -92,8 +92,9 @@ Accelerator& ownerOf(const void* p);
 // name is WARNed once and is nullptr.
 Accelerator* configured();
 // Creates the backends that exist without being asked for (cuda, when its
-// driver loads and sees a device), once per process: a program hands Ferry
-// cudaMalloc'd buffers without saying so. Communicator creation calls it.
+// driver loads, sees a device and the process uses CUDA), at each
+// communicator creation until one is made: a program hands Ferry
+// cudaMalloc'd buffers without saying so.
 void probe();
 
 // The created device backend that owns stream s (non-null), or nullptr.

@@ -40,6 +40,13 @@ Result<std::unique_ptr<CudaAccelerator>> CudaAccelerator::create() {
   if (!ctx) {
     int dev = 0;
     if (cu::Result r = d->deviceGet(&dev, 0); r != cu::kSuccess) return d->error(r, "cuDeviceGet");
+    unsigned flags = 0;
+    int active = 0;
+    if (cu::Result r = d->primaryCtxGetState(dev, &flags, &active); r != cu::kSuccess)
+      return d->error(r, "cuDevicePrimaryCtxGetState");
+    if (!active && config::getString(config::Param::kDevice) != "cuda")
+      return invalidUsage("the process does not use CUDA yet (no current context; FERRY_DEVICE=cuda "
+                          "makes Ferry use device 0)");
     if (cu::Result r = d->primaryCtxRetain(&ctx, dev); r != cu::kSuccess)
       return d->error(r, "cuDevicePrimaryCtxRetain");
   }

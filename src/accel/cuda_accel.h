@@ -22,7 +22,11 @@ namespace ferry::accel {
 class CudaAccelerator final : public Accelerator {
  public:
   // The driver from FERRY_CUDA_LIBRARY, initialised, with at least one
-  // device; the caller's current context, else device 0's primary one.
+  // device; the caller's current context, else device 0's primary one. Only
+  // when the process uses CUDA already (a current context, or device 0's
+  // primary context active) unless FERRY_DEVICE=cuda asks for it: a
+  // host-memory program on a GPU machine must not get a context (and its
+  // memory) on device 0 from Ferry.
   static Result<std::unique_ptr<CudaAccelerator>> create();
   ~CudaAccelerator() override = default;
 

@@ -23,6 +23,7 @@ Result<std::unique_ptr<CudaDriver>> CudaDriver::load(const std::string& path) {
   resolve(lib, "cuDeviceGetCount", &d->deviceGetCount, &missing);
   resolve(lib, "cuDeviceGet", &d->deviceGet, &missing);
   resolve(lib, "cuDevicePrimaryCtxRetain", &d->primaryCtxRetain, &missing);
+  resolve(lib, "cuDevicePrimaryCtxGetState", &d->primaryCtxGetState, &missing);
   resolve(lib, "cuCtxGetCurrent", &d->ctxGetCurrent, &missing);
   resolve(lib, "cuCtxSetCurrent", &d->ctxSetCurrent, &missing);
   resolve(lib, "cuPointerGetAttribute", &d->pointerGetAttribute, &missing);

@@ -39,6 +39,7 @@ struct CudaDriver {
   cu::Result (*deviceGetCount)(int* count);
   cu::Result (*deviceGet)(int* device, int ordinal);
   cu::Result (*primaryCtxRetain)(cu::Context* ctx, int device);
+  cu::Result (*primaryCtxGetState)(int device, unsigned* flags, int* active);
   cu::Result (*ctxGetCurrent)(cu::Context* ctx);
   cu::Result (*ctxSetCurrent)(cu::Context ctx);
   cu::Result (*pointerGetAttribute)(void* data, int attribute, cu::DevicePtr p);

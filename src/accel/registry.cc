@@ -1,4 +1,5 @@
 // The accelerator backends, by name, from one explicit list.
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -30,10 +31,17 @@ std::unique_ptr<Accelerator> makeTestDevice() {
 }
 
 // Most machines have no CUDA: its absence is an INFO line, not a WARN.
+// probe() asks again while the answer may change (the process does not use
+// CUDA yet: kInvalidUsage); no driver, or no device, is final. The reason is
+// logged the first time only.
 std::unique_ptr<Accelerator> makeCuda() {
+  static std::atomic<bool> logged{false}, final{false};
+  if (final.load()) return nullptr;
   Result<std::unique_ptr<CudaAccelerator>> d = CudaAccelerator::create();
   if (!d.isOk()) {
-    FERRY_INFO(log::kInit, "accelerator cuda unavailable: %s", d.status().message().c_str());
+    if (!logged.exchange(true))
+      FERRY_INFO(log::kInit, "accelerator cuda unavailable: %s", d.status().message().c_str());
+    if (d.status().code() != Code::kInvalidUsage) final = true;
     return nullptr;
   }
   return d.take();
@@ -91,23 +99,33 @@ Accelerator& ownerOf(const void* p) {
   return host();
 }
 
+// FERRY_DEVICE's backend is looked up once; without it, CUDA is asked each
+// time (the program may start using it after the first call).
 Accelerator* configured() {
+  static const std::string name = config::getString(config::Param::kDevice);
+  if (name.empty()) {
+    probe();
+    return find("cuda");
+  }
   static Accelerator* const dev = [] () -> Accelerator* {
-    std::string name = config::getString(config::Param::kDevice);
-    if (name.empty()) {
-      probe();
-      return find("cuda");
-    }
     Accelerator* a = name == "host" ? nullptr : find(name.c_str());
-    if (!a) FERRY_WARN("FERRY_DEVICE=%s: no such device backend (known: testdev)", name.c_str());
+    if (!a) FERRY_WARN("FERRY_DEVICE=%s: no such device backend (known: testdev, cuda)", name.c_str());
     return a;
   }();
   return dev;
 }
 
+// Again at every communicator creation until it succeeds: a program may
+// start using CUDA after its first communicator.
 void probe() {
-  static std::once_flag once;
-  std::call_once(once, [] { (void)find("cuda"); });
+  Created& c = created();
+  std::lock_guard<std::mutex> g(c.mu);
+  for (size_t i = 1; i < kCount; ++i) {
+    if (std::strcmp(kBackends[i].name, "cuda") != 0 || c.backend[i]) continue;
+    c.backend[i] = kBackends[i].make();
+    c.tried[i] = true;
+    if (c.backend[i]) gAnyDevice.store(true, std::memory_order_release);
+  }
 }
 
 Accelerator* streamOwner(StreamHandle s) {

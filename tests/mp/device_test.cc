@@ -257,5 +257,42 @@ TEST(MpDeviceStream, DeadPeerFailsQueuedWorkAndReleasesTheStream) {
   EXPECT_RANKS_OK(res);
 }
 
+// A host-memory program with a CUDA driver present gets no CUDA context from
+// Ferry (on a GPU machine that would be memory on device 0 in every rank);
+// once the program itself uses CUDA, the next communicator recognises its
+// device buffers unasked (no FERRY_DEVICE).
+TEST(MpDeviceCuda, NoContextUntilTheProgramUsesCuda) {
+  RunOptions o = loggedOptions(logDir(), "nocontext", "INIT", {{"FERRY_CUDA_LIBRARY", FERRY_FAKECUDA}}, 120);
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    return withComm(rank, nranks, id, [](const Rank& me) {
+      MP_TRY(caseAllReduce(me, RedCase{ncclInt32, TestOp::kSum, me.nranks}, 1000, false));
+      MP_CHECK(fakeCudaCount("cuDevicePrimaryCtxRetain") == 0, "Ferry retained a CUDA context");
+      // The program starts using CUDA (what cudaSetDevice does).
+      void* lib = dlopen(FERRY_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
+      MP_CHECK(lib != nullptr, "the driver was not loaded");
+      auto retain = reinterpret_cast<int (*)(void**, int)>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
+      auto setCurrent = reinterpret_cast<int (*)(void*)>(dlsym(lib, "cuCtxSetCurrent"));
+      void* ctx = nullptr;
+      MP_CHECK(retain && setCurrent && retain(&ctx, 0) == 0 && setCurrent(ctx) == 0, "no context");
+      ncclComm_t child = nullptr;
+      MP_NCCL(ncclCommSplit(me.comm, 0, me.rank, &child, nullptr));
+      Rank c{child, me.rank, me.nranks};
+      setDeviceBuffers(true);
+      int rc = caseAllReduce(c, RedCase{ncclFloat32, TestOp::kSum, c.nranks}, 4099, false);
+      setDeviceBuffers(false);
+      unsigned long long staged = 0;
+      MP_NCCL(ferryCommStagedBytes(child, &staged));
+      MP_NCCL(ncclCommDestroy(child));
+      dlclose(lib);
+      MP_TRY(rc);
+      MP_CHECK(staged > 0, "the child communicator staged nothing");
+      return 0;
+    });
+  }, o);
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "nocontext", "the process does not use CUDA yet"), 2);
+  EXPECT_EQ(logFilesWith(logDir(), "nocontext", "cuda memory is staged through host buffers"), 2);
+}
+
 }  // namespace
 }  // namespace ferry::mp

@@ -102,6 +102,8 @@ Device& D() {
 
 thread_local void* tCtx = nullptr;
 char gPrimary;  // the one context's identity
+// Active once some thread retained it or made it current.
+std::atomic<bool> gPrimaryActive{false};
 
 void count(const char* what) {
   std::lock_guard<std::mutex> g(D().mu);
@@ -203,7 +205,17 @@ CUresult cuDeviceGet(int* dev, int ordinal) {
 CUresult cuDevicePrimaryCtxRetain(void** ctx, int dev) {
   if (!D().init) return kNotInitialized;
   if (dev != 0) return kInvalidValue;
+  count("cuDevicePrimaryCtxRetain");
   *ctx = &gPrimary;
+  gPrimaryActive = true;
+  return kOk;
+}
+
+CUresult cuDevicePrimaryCtxGetState(int dev, unsigned* flags, int* active) {
+  if (!D().init) return kNotInitialized;
+  if (dev != 0) return kInvalidValue;
+  *flags = 0;
+  *active = gPrimaryActive.load() ? 1 : 0;
   return kOk;
 }
 
@@ -215,6 +227,7 @@ CUresult cuCtxGetCurrent(void** ctx) {
 CUresult cuCtxSetCurrent(void* ctx) {
   if (ctx && ctx != &gPrimary) return kInvalidContext;
   tCtx = ctx;
+  if (ctx) gPrimaryActive = true;
   return kOk;
 }
 

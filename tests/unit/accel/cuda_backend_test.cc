@@ -17,8 +17,9 @@
 namespace ferry::accel {
 namespace {
 
-// Before anything reads the configuration.
-const int kUseFake = setenv("FERRY_CUDA_LIBRARY", FERRY_FAKECUDA, 1);
+// Before anything reads the configuration. FERRY_DEVICE=cuda: this process
+// has no CUDA context of its own, which the backend otherwise waits for.
+const int kUseFake = setenv("FERRY_CUDA_LIBRARY", FERRY_FAKECUDA, 1) | setenv("FERRY_DEVICE", "cuda", 1);
 
 long fakeCount(const char* name) {
   void* lib = dlopen(FERRY_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
