@@ -125,7 +125,14 @@ FERRY_EXPORT(ncclResult_t, ncclMemFree, (void* ptr)) {
   return guard("ncclMemFree", [&]() -> Status {
     if (ptr == nullptr) return Status::ok();
     if (accel::anyDevice())
-      if (accel::Accelerator& d = accel::ownerOf(ptr); &d != &accel::host()) return d.free(ptr);
+      if (accel::Accelerator& d = accel::ownerOf(ptr); &d != &accel::host()) {
+        // Its registrations go with it, as for host memory below (the size
+        // is not known here: those starting at ptr).
+        if (int n = mem::releaseRegistrationsIn(ptr, 1))
+          FERRY_INFO(log::kInit, "ncclMemFree: %p was still registered (%d registration%s released)", ptr, n,
+                     n == 1 ? "" : "s");
+        return d.free(ptr);
+      }
     mem::SharedRange r;
     size_t bytes = mem::lookupShared(ptr, 1, &r) ? r.allocBytes : 0;
     FERRY_TRY(mem::freeShared(ptr));
@@ -142,9 +149,10 @@ FERRY_EXPORT(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff,
   return guard("ncclCommRegister", [&]() -> Status {
     FERRY_ASSIGN(Comm * c, liveComm(comm));
     FERRY_TRY(checkPtr(handle, "handle"));
-    if (size > 0) FERRY_TRY(checkPtr(buff, "buff"));
+    if (size > 0) FERRY_TRY(checkBuffer(buff, "buff"));
     // Host buffers need no pinning: the registration is a checked record
-    // (mem/registrations.h).
+    // (mem/registrations.h). Device memory is recorded alike: the bridge
+    // stages it whether registered or not (docs/accelerators.md).
     FERRY_ASSIGN(*handle, mem::addRegistration(c, buff, size));
     return Status::ok();
   });

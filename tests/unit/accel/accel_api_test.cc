@@ -1,7 +1,7 @@
 // Device memory at the C API edge, in one process on a 1-rank communicator:
 // collectives, Send/Recv and ferryAlltoAllv take test-device buffers and run
-// them behind their stream (the bridge, comm/stream_bridge.h); the calls
-// that take host memory only (registration, windows) refuse a device buffer with ncclInvalidUsage and a WARN naming
+// them behind their stream (the bridge, comm/stream_bridge.h), and
+// registration records them; windows take host memory only and refuse a device buffer with ncclInvalidUsage and a WARN naming
 // the buffer and the backend, never reading it as host memory (which, for
 // the test device, would crash); a stream of no device, or buffers of a
 // device with another's stream, are refused by name.
@@ -61,12 +61,21 @@ TEST_F(DeviceAtTheEdge, CollectivesRunOnDeviceBuffersBehindTheStream) {
   EXPECT_EQ(staged, 2u * 4096);  // the input in, the result out
 }
 
-TEST_F(DeviceAtTheEdge, HostOnlyCallsRefuseDeviceBuffers) {
+// Registration of device memory is a record, as for host memory (the
+// bridge stages either way); a window must be host memory its peers map.
+TEST_F(DeviceAtTheEdge, RegistrationRecordsDeviceBuffersWindowsRefuseThem) {
   void* handle = nullptr;
-  EXPECT_EQ(ncclCommRegister(comm_, buf_, 4096, &handle), ncclInvalidUsage);
-  EXPECT_NE(lastError().find("buff is testdev device memory"), std::string::npos) << lastError();
+  ASSERT_EQ(ncclCommRegister(comm_, buf_, 4096, &handle), ncclSuccess);
+  std::vector<float> in(1024, 2.0f), out(1024, 0.0f);
+  ASSERT_TRUE(dev_->copyAsync(buf_, in.data(), 4096, nullptr).isOk());
+  ASSERT_EQ(ncclAllReduce(buf_, buf_, 1024, ncclFloat, ncclSum, comm_, nullptr), ncclSuccess);
+  ASSERT_TRUE(dev_->copyAsync(out.data(), buf_, 4096, nullptr).isOk());
+  ASSERT_TRUE(dev_->synchronize(nullptr, 10000).isOk());
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(ncclCommDeregister(comm_, handle), ncclSuccess);
   ncclWindow_t win = nullptr;
   EXPECT_EQ(ncclCommWindowRegister(comm_, buf_, 4096, &win, 0), ncclInvalidUsage);
+  EXPECT_NE(lastError().find("buff is testdev device memory"), std::string::npos) << lastError();
 }
 
 // ferryAlltoAllv's direct form is a Send/Recv group: it runs through the
