@@ -13,6 +13,7 @@
 #include "algorithms/builders.h"
 #include "api/edge.h"
 #include "comm/group.h"
+#include "comm/stream_bridge.h"
 #include "core/log.h"
 
 namespace ferry::api {
@@ -88,8 +89,8 @@ bool railLocal(Comm* c) {
 // bridge (stream_bridge.h); the rail exchange works on host memory only.
 bool onDevice(const void* a, const void* b) {
   if (!accel::anyDevice()) return false;
-  accel::Accelerator* host = &accel::host();
-  return (a && &accel::ownerOf(a) != host) || (b && &accel::ownerOf(b) != host);
+  Result<accel::Accelerator*> d = orderingDevice(a, b, nullptr);
+  return !d.isOk() || d.value() != nullptr;  // two device kinds: the Send/Recv path names it
 }
 
 Status submitRail(Comm* c, const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
