@@ -122,15 +122,15 @@ Status BridgeJob::build() {
   // Tasks the caller gave no stream for follow the job's first device task.
   accel::Accelerator* dev = nullptr;
   accel::StreamHandle s = nullptr;
-  for (const CollTask& t : colls_)
-    if (!dev && t.dev) dev = t.dev, s = t.stream;
-  for (const P2pTask& t : p2ps_)
-    if (!dev && t.dev) dev = t.dev, s = t.stream;
+  bool mixed = false;
+  auto first = [&](accel::Accelerator* d, accel::StreamHandle st) {
+    if (d && !dev) dev = d, s = st;
+    mixed = mixed || (d && d != dev);
+  };
+  for (const CollTask& t : colls_) first(t.dev, t.stream);
+  for (const P2pTask& t : p2ps_) first(t.dev, t.stream);
   if (!dev) return internalError("a bridge job without a device task");
-  for (const CollTask& t : colls_)
-    if (t.dev && t.dev != dev) return invalidUsage("one group's work on two device kinds");
-  for (const P2pTask& t : p2ps_)
-    if (t.dev && t.dev != dev) return invalidUsage("one group's work on two device kinds");
+  if (mixed) return invalidUsage("one group's work on two device kinds");
   done_ = dev->newFlag();
   for (CollTask& t : colls_) {
     if (!t.dev) t.dev = dev, t.stream = s;
