@@ -139,6 +139,11 @@ class Connection {
   virtual void markFailed() {}
   // An error if the peer has reported a failure (without consuming anything).
   virtual Status health() { return Status::ok(); }
+  // True while this connection can still move without the peer's process:
+  // pieces the peer sent wait unread here, and nothing we sent waits on it
+  // (no unread reference, room in the ring). A local peer that finished its
+  // part and exited is not a failure while this holds (Comm::checkPeers).
+  virtual bool outlivesPeer() { return false; }
 
   // Teardown in steps, so a communicator closes all its connections together
   // under one deadline (a peer may destroy its communicators in another

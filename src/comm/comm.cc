@@ -260,11 +260,20 @@ Status Comm::checkPeers(const std::vector<int>& peers) {
   for (int p : peers) {
     if (p == rank_ || p < 0 || p >= nranks_) continue;
     if (peers_[p].hostHash != peers_[rank_].hostHash) continue;  // remote: sockets report it
-    if (!processAlive(peers_[p].pid))
+    if (!processAlive(peers_[p].pid) && !outlives(p))
       return remoteError("rank " + std::to_string(p) + " (pid " + std::to_string(peers_[p].pid) +
                          ") exited");
   }
   return Status::ok();
+}
+
+// A peer that finished its part and exited may have left what we still need
+// in shared memory: its death counts once that is read (a leaf of a Reduce
+// tree exited while its parent waited on the root for room, and the parent
+// failed with "rank N exited" holding the leaf's whole share).
+bool Comm::outlives(int peer) const {
+  std::lock_guard<std::mutex> lk(connsMu_);
+  return conns_[peer] && conns_[peer]->outlivesPeer();
 }
 
 // The board and the flags are plain loads; checkPeers rate-limits itself.

@@ -72,7 +72,8 @@ class Comm final : public ConnectionSource {
   bool ready() const { return ready_.load(); }
 
   Result<Connection*> connection(int peer) override;
-  // Error if a same-node peer in `peers` has exited (rate limited).
+  // Error if a same-node peer in `peers` has exited (rate limited) and its
+  // connection cannot go on without it (Connection::outlivesPeer).
   Status checkPeers(const std::vector<int>& peers);
   // Whether checkPeers would look now (a wait builds its peer list only then).
   bool peerCheckDue() const { return nowCoarseMs() - lastPeerCheckMs_ >= peerCheckMs_; }
@@ -204,6 +205,7 @@ class Comm final : public ConnectionSource {
   // (and failure reports) while a collective connects lazily; a connection
   // is made outside the lock and published under it.
   mutable std::mutex connsMu_;
+  bool outlives(int peer) const;  // conns_[peer] still moves without the peer
   std::unique_ptr<FailureBoard> board_;  // null when no other rank shares this host
   std::unique_ptr<Presence> presence_;   // likewise
   std::atomic<bool> abort_{false};

@@ -7,7 +7,9 @@
 // chains and the merged lanes of trees sharing an edge all run.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <initializer_list>
+#include <thread>
 #include <string>
 
 #include "tests/mp/coll_cases.h"
@@ -105,6 +107,38 @@ TEST(MpTreeLarge, DefaultChunksExact) {
         o);
     EXPECT_RANKS_OK(res) << algo;
   }
+}
+
+// A leaf whose whole share fits in the shared rings (by value) finishes,
+// destroys its communicator and exits while its parent still waits for room
+// towards the root (the root comes late). The parent must read what the leaf
+// left in shared memory instead of failing with "rank 2 exited" (a CI
+// failure of DefaultChunksExact: Reduce root 3, ranks 1 and 3 failed).
+TEST(MpTreeLarge, LeafExitsWhileItsParentWaitsForRoom) {
+  RunOptions o = opts("bintree", "leafexit");
+  o.env.erase("FERRY_CHUNK_BYTES");
+  o.env.erase("FERRY_SHM_SLOT_BYTES");
+  o.env.erase("FERRY_SHM_SLOTS");
+  RunResult res = runRanks(
+      4,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        return withComm(rank, nranks, id, [](const Rank& me) {
+          // 1.5 MiB: more than one 1 MiB ring, less than the two between the
+          // leaf (rank 2) and the root (rank 3) through its parent (rank 1).
+          const size_t count = 3 << 17;
+          const int root = 3;
+          HostBuf buf(ncclInt32, count);
+          buf.fill([&](size_t i) { return double((i % 1000) + me.rank); });
+          if (me.rank == root) std::this_thread::sleep_for(std::chrono::milliseconds(800));
+          MP_NCCL(ncclReduce(buf.data(), buf.data(), count, ncclInt32, ncclSum, root, me.comm, nullptr));
+          if (me.rank == root)
+            MP_CHECK(checkBuf(buf, 0, count, [](size_t i) { return double(4 * (i % 1000) + 6); },
+                              "Reduce after a leaf exited"));
+          return 0;
+        });
+      },
+      o);
+  EXPECT_RANKS_OK(res);
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ class ShmConnection : public Connection {
   void markFailed() override;
   bool stepClose(bool* moved) override;
   Status health() override { return peerFailed(); }
+  bool outlivesPeer() override;
   std::string describe() const override;
 
  private:

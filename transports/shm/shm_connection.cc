@@ -314,6 +314,14 @@ bool ShmConnection::sendsDrained() {
   return out_->head.load(std::memory_order_acquire) >= refsEnd_;
 }
 
+// The segment outlives its creator (stepClose): what the peer published
+// before it exited is read from it as usual.
+bool ShmConnection::outlivesPeer() {
+  if (in_->tail.load(std::memory_order_acquire) <= recvHead_) return false;
+  uint64_t head = out_->head.load(std::memory_order_acquire);
+  return head >= refsEnd_ && ring_ - (sendTail_ - head) >= 2 * recordBytes(kMinPayload);
+}
+
 // The creator of a segment that the peer has not mapped yet unlinks it when
 // it goes (connect() never waits for the peer), and with it any piece it
 // sent: a rank that sent and then destroyed its communicator before a slower

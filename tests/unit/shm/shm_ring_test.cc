@@ -151,6 +151,38 @@ TEST(ShmRing, SmallPiecesTakeOneRecordEach) {
   }
 }
 
+// A peer that exited after publishing is not a failure while what it sent
+// is still unread here and nothing of ours waits on it (Comm::checkPeers).
+TEST(ShmRing, OutlivesItsPeerWhileItsPiecesAreUnread) {
+  RingPair pair(8, 131072);
+  EXPECT_FALSE(pair.rx->outlivesPeer()) << "nothing sent";
+  for (int i = 0; i < 2; ++i) {
+    SendSlot slot;
+    ASSERT_TRUE(pair.tx->trySend(&slot).isOk());
+    ASSERT_NE(slot.data, nullptr);
+    ASSERT_TRUE(pair.tx->commitSend(8).isOk());
+  }
+  EXPECT_TRUE(pair.rx->outlivesPeer()) << "two pieces unread";
+  EXPECT_FALSE(pair.tx->outlivesPeer()) << "the other direction is empty";
+  std::vector<char> big(4096, 'r');
+  bool accepted = false;
+  ASSERT_TRUE(pair.rx->sendRef(big.data(), big.size(), &accepted).isOk());
+  ASSERT_TRUE(accepted);
+  EXPECT_FALSE(pair.rx->outlivesPeer()) << "our reference waits on the peer";
+  RecvPiece p;
+  ASSERT_TRUE(pair.tx->tryRecv(&p).isOk());
+  ASSERT_TRUE(p.ready && p.isRef);
+  ASSERT_TRUE(pair.tx->releaseRecv().isOk());
+  EXPECT_TRUE(pair.rx->outlivesPeer()) << "the reference was read";
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(pair.rx->tryRecv(&p).isOk());
+    ASSERT_TRUE(p.ready);
+    EXPECT_TRUE(pair.rx->outlivesPeer()) << "a piece still held";
+    ASSERT_TRUE(pair.rx->releaseRecv().isOk());
+  }
+  EXPECT_FALSE(pair.rx->outlivesPeer()) << "everything read";
+}
+
 // The consumer publishes its head every kHeadBatch bytes and when it finds
 // the ring empty, not per record; a reference is published at once, and only
 // references are waited for (sendsDrained).
