@@ -54,7 +54,16 @@ class Accelerator {
   // Waits for the stream's work first.
   virtual Status destroyStream(StreamHandle s) = 0;
 
-  // Enqueued on s. dst and src may each be host memory or this backend's.
+  // Makes host memory [p, p + bytes) a target of copyAsync that does not
+  // hold the caller (CUDA: page-locked, cuMemHostRegister; a copy between
+  // pageable memory and the device may wait for the stream first). Undone
+  // by unpinHost before the memory is freed. Nothing to do elsewhere.
+  virtual Status pinHost(void* /*p*/, size_t /*bytes*/) { return Status::ok(); }
+  virtual void unpinHost(void* /*p*/) {}
+
+  // Enqueued on s. dst and src may each be host memory or this backend's;
+  // the call returns without waiting for s if the host memory is pinned
+  // (pinHost) or both sides are host memory.
   virtual Status copyAsync(void* dst, const void* src, size_t bytes, StreamHandle s) = 0;
   // dst[i] = a[i] op b[i] (kernels::reduce's semantics), enqueued on s; any
   // operand may be host memory or this backend's.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <new>
 
@@ -123,9 +124,26 @@ Status CudaAccelerator::destroyStream(StreamHandle s) {
   return Status::ok();
 }
 
+// Portable: every context of the process may copy with it (a program may
+// run communicators on several devices).
+Status CudaAccelerator::pinHost(void* p, size_t bytes) {
+  FERRY_TRY(bind());
+  if (cu::Result r = d_->memHostRegister(p, bytes, cu::kHostRegisterPortable); r != cu::kSuccess)
+    return d_->error(r, "cuMemHostRegister (staging)");
+  return Status::ok();
+}
+
+void CudaAccelerator::unpinHost(void* p) {
+  if (!bind().isOk()) return;
+  if (cu::Result r = d_->memHostUnregister(p); r != cu::kSuccess)
+    FERRY_WARN("%s", d_->error(r, "cuMemHostUnregister (staging)").message().c_str());
+}
+
 Status CudaAccelerator::copyAsync(void* dst, const void* src, size_t bytes, StreamHandle s) {
   if (bytes == 0) return Status::ok();
   FERRY_TRY(bind());
+  if (!owns(dst) && !owns(src))
+    return hostFnAsync(s, [dst, src, bytes] { std::memmove(dst, src, bytes); });
   if (cu::Result r = d_->memcpyAsync(dptr(dst), dptr(src), bytes, s); r != cu::kSuccess)
     return d_->error(r, "cuMemcpyAsync");
   return Status::ok();

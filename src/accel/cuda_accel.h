@@ -38,6 +38,10 @@ class CudaAccelerator final : public Accelerator {
   Status destroyStream(StreamHandle s) override;
   // Every stream is taken for a CUDA stream: there is no cheap check.
   bool ownsStream(StreamHandle) override { return true; }
+  Status pinHost(void* p, size_t bytes) override;
+  void unpinHost(void* p) override;
+  // Host-to-host copies run as host functions: cuMemcpyAsync makes them
+  // synchronous with respect to the host.
   Status copyAsync(void* dst, const void* src, size_t bytes, StreamHandle s) override;
   Status reduceAsync(void* dst, const void* a, const void* b, size_t count, kernels::DType t,
                      kernels::Op op, StreamHandle s) override;

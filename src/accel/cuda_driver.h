@@ -31,6 +31,7 @@ constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_T
 constexpr unsigned kMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
 constexpr unsigned kStreamNonBlocking = 1;      // CU_STREAM_NON_BLOCKING
 constexpr unsigned kWaitValueGeq = 0;           // CU_STREAM_WAIT_VALUE_GEQ
+constexpr unsigned kHostRegisterPortable = 1;   // CU_MEMHOSTREGISTER_PORTABLE
 constexpr unsigned kHostRegisterDeviceMap = 2;  // CU_MEMHOSTREGISTER_DEVICEMAP
 }  // namespace cu
 

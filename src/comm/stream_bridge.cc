@@ -6,6 +6,7 @@
 
 #include "comm/comm.h"
 #include "core/log.h"
+#include "mem/staging.h"
 
 namespace ferry {
 namespace {
@@ -65,7 +66,12 @@ StreamPart& BridgeJob::part(accel::Accelerator* dev, accel::StreamHandle s) {
 
 Result<void*> BridgeJob::stage(StreamPart& p, const void* user, size_t bytes, bool in, bool out) {
   if (bytes == 0) return const_cast<void*>(user);
-  FERRY_ASSIGN(std::shared_ptr<char[]> b, comm_->bridgePool().take(bytes));
+  // Pinned with the device, so its copies to and from the block do not
+  // hold this call until the stream gets there (CUDA, pageable memory).
+  const mem::BlockPinner pinner{
+      p.dev, [](void* d, void* q, size_t n) { return static_cast<accel::Accelerator*>(d)->pinHost(q, n); },
+      [](void* d, void* q) { static_cast<accel::Accelerator*>(d)->unpinHost(q); }};
+  FERRY_ASSIGN(std::shared_ptr<char[]> b, comm_->bridgePool().take(bytes, &pinner));
   blocks_.push_back(b);
   held_ += bytes;
   if (in) p.in.push_back({b.get(), user, bytes});

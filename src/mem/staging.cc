@@ -6,7 +6,16 @@
 
 namespace ferry::mem {
 
-Result<std::shared_ptr<char[]>> StagingPool::take(size_t bytes) {
+Status StagingPool::pinWith(const Block& b, const BlockPinner* pinner) {
+  if (!pinner || !pinner->pin) return Status::ok();
+  for (const BlockPinner& q : *b.pins)
+    if (q.ctx == pinner->ctx) return Status::ok();
+  FERRY_TRY(pinner->pin(pinner->ctx, b.p.get(), b.bytes == 0 ? 1 : b.bytes));
+  b.pins->push_back(*pinner);
+  return Status::ok();
+}
+
+Result<std::shared_ptr<char[]>> StagingPool::take(size_t bytes, const BlockPinner* pinner) {
   std::lock_guard<std::mutex> lock(mu_);
   // use_count() == 1: only the pool holds it, so no run still reads it.
   // The smallest such block that fits.
@@ -17,12 +26,20 @@ Result<std::shared_ptr<char[]>> StagingPool::take(size_t bytes) {
     // The last other holder's release (an atomic decrement) before our
     // reuse: its run's reads of the block are over.
     std::atomic_thread_fence(std::memory_order_acquire);
+    FERRY_TRY(pinWith(*fit, pinner));
     return fit->p;
   }
   FERRY_ASSIGN(void* p, allocShared(bytes == 0 ? 1 : bytes));
-  std::shared_ptr<char[]> block(static_cast<char*>(p), [](char* q) { (void)freeShared(q); });
+  auto pins = std::make_shared<Pins>();
+  // Unpinned before it is unmapped: a device must not keep pages that go.
+  std::shared_ptr<char[]> block(static_cast<char*>(p), [pins](char* q) {
+    for (const BlockPinner& b : *pins) b.unpin(b.ctx, q);
+    (void)freeShared(q);
+  });
+  Block made{block, bytes, pins};
+  FERRY_TRY(pinWith(made, pinner));
   if (kept_.size() < keep_) {
-    kept_.push_back(Block{block, bytes});
+    kept_.push_back(made);
     return block;
   }
   // Full: replace the smallest block nobody uses if the new one is larger
@@ -31,7 +48,7 @@ Result<std::shared_ptr<char[]>> StagingPool::take(size_t bytes) {
   Block* small = nullptr;
   for (Block& b : kept_)
     if (b.p.use_count() == 1 && (!small || b.bytes < small->bytes)) small = &b;
-  if (small && small->bytes < bytes) *small = Block{block, bytes};
+  if (small && small->bytes < bytes) *small = made;
   return block;
 }
 

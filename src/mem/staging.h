@@ -19,6 +19,17 @@
 
 namespace ferry::mem {
 
+// Makes a block a target of a device's asynchronous copies (CUDA: page-locked
+// by cuMemHostRegister; pageable memory makes the driver copy synchronously,
+// holding the caller until its stream gets there) and undoes that before the
+// block is freed. `ctx` tells pinners apart and outlives every block pinned
+// with it (an accelerator backend lives until exit).
+struct BlockPinner {
+  void* ctx = nullptr;
+  Status (*pin)(void* ctx, void* p, size_t bytes) = nullptr;
+  void (*unpin)(void* ctx, void* p) = nullptr;
+};
+
 class StagingPool {
  public:
   // keep: how many blocks the pool holds on to (the bridge of device
@@ -27,16 +38,22 @@ class StagingPool {
   // A block of at least `bytes`, not zero-filled (the caller overwrites
   // it). The block stays the caller's until its last copy of the pointer
   // is dropped; then the pool may hand it out again.
-  Result<std::shared_ptr<char[]>> take(size_t bytes);
+  // With `pinner`, the block is pinned with it (once: kept blocks stay
+  // pinned until they are freed).
+  Result<std::shared_ptr<char[]>> take(size_t bytes, const BlockPinner* pinner = nullptr);
   // Frees the kept block if nobody holds it (a communicator's teardown).
   void release();
   size_t keptBytes() const;
 
  private:
+  // The pinners a block was pinned with; its deleter unpins them all.
+  using Pins = std::vector<BlockPinner>;
   struct Block {
     std::shared_ptr<char[]> p;  // the pool's own reference
     size_t bytes = 0;
+    std::shared_ptr<Pins> pins;
   };
+  static Status pinWith(const Block& b, const BlockPinner* pinner);
   const size_t keep_;
   mutable std::mutex mu_;
   std::vector<Block> kept_;

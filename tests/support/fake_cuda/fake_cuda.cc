@@ -140,6 +140,18 @@ bool registeredHost(const void* p) {
   return a < it->first + it->second;
 }
 
+bool isHost(CUdeviceptr a) {
+  auto* p = reinterpret_cast<char*>(a);
+  return p < D().dev || p >= D().dev + kRegion;
+}
+
+// Until everything enqueued on st so far has run.
+void drain(Stream* st) {
+  std::unique_lock<std::mutex> g(st->mu);
+  uint64_t target = st->enqueued;
+  st->cv.wait(g, [&] { return st->done >= target; });
+}
+
 Stream* stream(void* s) {
   Device& d = D();
   std::lock_guard<std::mutex> g(d.mu);
@@ -327,6 +339,19 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void* s) 
   char* f = view(src, bytes);
   if (!d || !f) return kInvalidValue;
   count("cuMemcpyAsync");
+  // CUDA's documented worst case for pageable memory ("API synchronization
+  // behavior"): a copy between host memory that is not page-locked and the
+  // device, and any host-to-host copy, is synchronous with respect to the
+  // host: the driver first waits for the stream, then copies. A library
+  // that hands cuMemcpyAsync pageable staging stalls its caller here (and
+  // hangs, if the stream waits for the caller's own later work).
+  if ((isHost(dst) && !registeredHost(d)) || (isHost(src) && !registeredHost(f)) ||
+      (isHost(dst) && isHost(src))) {
+    count("cuMemcpyAsync (synchronous: pageable or host-to-host)");
+    drain(st);
+    std::memmove(d, f, bytes);
+    return kOk;
+  }
   st->push([d, f, bytes] { std::memmove(d, f, bytes); });
   return kOk;
 }
@@ -393,9 +418,7 @@ CUresult cuStreamSynchronize(void* s) {
   if (CUresult r = ready()) return r;
   Stream* st = stream(s);
   if (!st) return kInvalidHandle;
-  std::unique_lock<std::mutex> g(st->mu);
-  uint64_t target = st->enqueued;
-  st->cv.wait(g, [&] { return st->done >= target; });
+  drain(st);
   return kOk;
 }
 

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -147,6 +148,39 @@ TEST_F(CudaBackend, StreamWaitsOnASlabFlag) {
   flag->add(1);
   ASSERT_TRUE(cuda_->synchronize(stream_, 10000).isOk());
   EXPECT_TRUE(ran.load());
+}
+
+// What the bridge's copies need to return at once (stream_bridge.h): the
+// stand-in driver, like CUDA, waits for the stream before a copy between
+// pageable host memory and the device, and makes host-to-host copies
+// synchronous. Pinned host memory (pinHost) and the backend's host-to-host
+// copies (a host function) stay behind a stream that is still waiting.
+TEST_F(CudaBackend, CopiesOfPinnedAndHostMemoryDoNotHoldTheCaller) {
+  const char* sync = "cuMemcpyAsync (synchronous: pageable or host-to-host)";
+  const size_t n = 1 << 16;
+  std::vector<char> staging(n, 0), user(n, 0);
+  for (size_t i = 0; i < n; ++i) user[i] = char(i * 13);
+  void* d = devAlloc(n);
+  ASSERT_TRUE(cuda_->pinHost(staging.data(), n).isOk());
+  std::shared_ptr<HostFlag> gate = cuda_->newFlag();
+  ASSERT_TRUE(cuda_->waitFlagAsync(stream_, gate.get(), 1, 10000).isOk());
+  const long before = fakeCount(sync);
+  // user -> staging -> device -> staging -> user, all behind the gate.
+  ASSERT_TRUE(cuda_->copyAsync(staging.data(), user.data(), n, stream_).isOk());
+  ASSERT_TRUE(cuda_->copyAsync(d, staging.data(), n, stream_).isOk());
+  ASSERT_TRUE(cuda_->copyAsync(staging.data(), d, n / 2, stream_).isOk());
+  std::vector<char> back(n, 0);
+  ASSERT_TRUE(cuda_->copyAsync(back.data(), staging.data(), n / 2, stream_).isOk());
+  EXPECT_EQ(fakeCount(sync), before) << "a copy waited for the stream";
+  EXPECT_EQ(staging[1], 0) << "a copy ran before the stream got there";
+  gate->add(1);
+  ASSERT_TRUE(cuda_->synchronize(stream_, 10000).isOk());
+  EXPECT_TRUE(std::equal(back.begin(), back.begin() + n / 2, user.begin()));
+  // Unpinned, the same staging is pageable again: the driver waits.
+  cuda_->unpinHost(staging.data());
+  ASSERT_TRUE(cuda_->copyAsync(d, staging.data(), n, stream_).isOk());
+  EXPECT_EQ(fakeCount(sync), before + 1);
+  EXPECT_TRUE(cuda_->free(d).isOk());
 }
 
 TEST_F(CudaBackend, ErrorsNameTheCall) {

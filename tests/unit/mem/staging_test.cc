@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <set>
+#include <string>
 
 #include "mem/shared_alloc.h"
 
@@ -100,6 +102,86 @@ TEST(StagingPool, KeepsSeveralBlocksWhenAsked) {
   ASSERT_TRUE(d);
   EXPECT_EQ(first.count(d.get()), 0u);
   EXPECT_EQ(pool.keptBytes(), size_t{8192 + 8192 + 16384});
+}
+
+// The bridge pins its blocks with the job's device (CUDA: page-locked, so
+// the device's copies do not hold the caller): once per block and pinner,
+// kept blocks stay pinned, and every pin is undone before the block goes.
+struct PinLog {
+  std::map<void*, int> pinned;  // block -> pins outstanding
+  int pins = 0, unpins = 0;
+  bool fail = false;
+};
+
+BlockPinner pinnerFor(PinLog* log) {
+  return BlockPinner{log,
+                     [](void* ctx, void* p, size_t) {
+                       auto* l = static_cast<PinLog*>(ctx);
+                       if (l->fail) return systemError("pin refused");
+                       l->pinned[p]++;
+                       l->pins++;
+                       return Status::ok();
+                     },
+                     [](void* ctx, void* p) {
+                       auto* l = static_cast<PinLog*>(ctx);
+                       l->pinned[p]--;
+                       l->unpins++;
+                     }};
+}
+
+TEST(StagingPool, PinsEachBlockOncePerPinnerAndUnpinsBeforeFreeing) {
+  PinLog x, y;
+  const BlockPinner px = pinnerFor(&x), py = pinnerFor(&y);
+  {
+    StagingPool pool(1);
+    char* kept = nullptr;
+    {
+      Result<std::shared_ptr<char[]>> a = pool.take(8192, &px);
+      ASSERT_TRUE(a.isOk());
+      kept = a.value().get();
+      EXPECT_EQ(x.pinned[kept], 1);
+    }
+    Result<std::shared_ptr<char[]>> again = pool.take(4096, &px);  // kept block, pinned already
+    ASSERT_TRUE(again.isOk());
+    EXPECT_EQ(again.value().get(), kept);
+    EXPECT_EQ(x.pins, 1);
+    {
+      // Held: a second block, fresh and not kept, pinned and unpinned alone.
+      Result<std::shared_ptr<char[]>> fresh = pool.take(4096, &px);
+      ASSERT_TRUE(fresh.isOk());
+      EXPECT_EQ(x.pins, 2);
+    }
+    EXPECT_EQ(x.unpins, 1);
+    again = Result<std::shared_ptr<char[]>>(nullptr);  // back to the pool first
+    again = pool.take(4096, &py);  // the same kept block, another device
+    ASSERT_TRUE(again.isOk());
+    EXPECT_EQ(y.pinned[kept], 1);
+    EXPECT_EQ(x.pins, 2);
+    EXPECT_EQ(again.value().get(), kept);
+    again = Result<std::shared_ptr<char[]>>(nullptr);
+    again = pool.take(4096);  // no pinner: untouched
+    ASSERT_TRUE(again.isOk());
+    EXPECT_EQ(x.pins + y.pins, 3);
+  }  // the pool and its block go
+  EXPECT_EQ(x.unpins, 2);
+  EXPECT_EQ(y.unpins, 1);
+  for (const auto& [p, n] : x.pinned) EXPECT_EQ(n, 0) << p;
+  for (const auto& [p, n] : y.pinned) EXPECT_EQ(n, 0) << p;
+}
+
+TEST(StagingPool, APinThatFailsIsAnErrorAndLeavesNothingBehind) {
+  PinLog x;
+  x.fail = true;
+  const BlockPinner px = pinnerFor(&x);
+  StagingPool pool(1);
+  Result<std::shared_ptr<char[]>> a = pool.take(8192, &px);
+  ASSERT_FALSE(a.isOk());
+  EXPECT_NE(a.status().message().find("pin refused"), std::string::npos);
+  EXPECT_EQ(pool.keptBytes(), 0u);
+  x.fail = false;
+  a = pool.take(8192, &px);
+  ASSERT_TRUE(a.isOk());
+  EXPECT_EQ(x.pins, 1);
 }
 
 }  // namespace
