@@ -6,6 +6,32 @@
 
 namespace ferry::mem {
 
+StagingPool::StagingPool(size_t keep)
+    : keep_(keep == 0 ? 1 : keep), grave_(std::make_shared<Graveyard>()) {}
+
+StagingPool::~StagingPool() {
+  release();
+  {
+    std::lock_guard<std::mutex> g(grave_->mu);
+    grave_->open = false;
+  }
+  reap();
+}
+
+void StagingPool::bury(char* p, const Pins& pins) {
+  for (const BlockPinner& b : pins) b.unpin(b.ctx, p);
+  (void)freeShared(p);
+}
+
+void StagingPool::reap() {
+  std::vector<std::pair<char*, std::shared_ptr<Pins>>> dead;
+  {
+    std::lock_guard<std::mutex> g(grave_->mu);
+    dead.swap(grave_->dead);
+  }
+  for (auto& [p, pins] : dead) bury(p, *pins);
+}
+
 Status StagingPool::pinWith(const Block& b, const BlockPinner* pinner) {
   if (!pinner || !pinner->pin) return Status::ok();
   for (const BlockPinner& q : *b.pins)
@@ -16,6 +42,7 @@ Status StagingPool::pinWith(const Block& b, const BlockPinner* pinner) {
 }
 
 Result<std::shared_ptr<char[]>> StagingPool::take(size_t bytes, const BlockPinner* pinner) {
+  reap();
   std::lock_guard<std::mutex> lock(mu_);
   // use_count() == 1: only the pool holds it, so no run still reads it.
   // The smallest such block that fits.
@@ -31,10 +58,17 @@ Result<std::shared_ptr<char[]>> StagingPool::take(size_t bytes, const BlockPinne
   }
   FERRY_ASSIGN(void* p, allocShared(bytes == 0 ? 1 : bytes));
   auto pins = std::make_shared<Pins>();
-  // Unpinned before it is unmapped: a device must not keep pages that go.
-  std::shared_ptr<char[]> block(static_cast<char*>(p), [pins](char* q) {
-    for (const BlockPinner& b : *pins) b.unpin(b.ctx, q);
-    (void)freeShared(q);
+  // Unpinned before it is unmapped (a device must not keep pages that go),
+  // on a thread that may call the device (the graveyard, above).
+  std::shared_ptr<char[]> block(static_cast<char*>(p), [pins, grave = grave_](char* q) {
+    if (!pins->empty()) {
+      std::lock_guard<std::mutex> g(grave->mu);
+      if (grave->open) {
+        grave->dead.emplace_back(q, pins);
+        return;
+      }
+    }
+    bury(q, *pins);
   });
   Block made{block, bytes, pins};
   FERRY_TRY(pinWith(made, pinner));
@@ -53,8 +87,11 @@ Result<std::shared_ptr<char[]>> StagingPool::take(size_t bytes, const BlockPinne
 }
 
 void StagingPool::release() {
-  std::lock_guard<std::mutex> lock(mu_);
-  kept_.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    kept_.clear();
+  }
+  reap();
 }
 
 size_t StagingPool::keptBytes() const {

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -24,6 +25,11 @@ namespace ferry::mem {
 // holding the caller until its stream gets there) and undoes that before the
 // block is freed. `ctx` tells pinners apart and outlives every block pinned
 // with it (an accelerator backend lives until exit).
+//
+// The last holder of a pinned block may be a stream's host function (the
+// bridge's job ends there), where CUDA calls are not permitted: such a block
+// waits in the pool's graveyard and is unpinned and freed by the next
+// take(), release() or the pool's destructor, on the caller's thread.
 struct BlockPinner {
   void* ctx = nullptr;
   Status (*pin)(void* ctx, void* p, size_t bytes) = nullptr;
@@ -34,14 +40,18 @@ class StagingPool {
  public:
   // keep: how many blocks the pool holds on to (the bridge of device
   // memory, comm/stream_bridge.h, has several operations in flight).
-  explicit StagingPool(size_t keep = 1) : keep_(keep == 0 ? 1 : keep) {}
+  explicit StagingPool(size_t keep = 1);
+  ~StagingPool();
+  StagingPool(const StagingPool&) = delete;
+  StagingPool& operator=(const StagingPool&) = delete;
   // A block of at least `bytes`, not zero-filled (the caller overwrites
   // it). The block stays the caller's until its last copy of the pointer
   // is dropped; then the pool may hand it out again.
   // With `pinner`, the block is pinned with it (once: kept blocks stay
   // pinned until they are freed).
   Result<std::shared_ptr<char[]>> take(size_t bytes, const BlockPinner* pinner = nullptr);
-  // Frees the kept block if nobody holds it (a communicator's teardown).
+  // Frees the kept block if nobody holds it (a communicator's teardown),
+  // and the graveyard's.
   void release();
   size_t keptBytes() const;
 
@@ -53,8 +63,18 @@ class StagingPool {
     size_t bytes = 0;
     std::shared_ptr<Pins> pins;
   };
+  // Pinned blocks whose last holder let go, not unpinned yet. Shared with
+  // the deleters: a block may outlive its pool (then it goes at once).
+  struct Graveyard {
+    std::mutex mu;
+    bool open = true;
+    std::vector<std::pair<char*, std::shared_ptr<Pins>>> dead;
+  };
   static Status pinWith(const Block& b, const BlockPinner* pinner);
+  static void bury(char* p, const Pins& pins);  // unpin all, free
+  void reap();
   const size_t keep_;
+  const std::shared_ptr<Graveyard> grave_;
   mutable std::mutex mu_;
   std::vector<Block> kept_;
 };

@@ -64,8 +64,13 @@ int onOwnBuffers(const Rank& me, const std::function<int(const Rank&)>& f) {
     MP_CHECK(staged > 0, "rank %d: device collectives ran but nothing was staged", me.rank);
     // CUDA streams wait for the bridge with cuStreamWaitValue32 on the
     // registered flag slab, not in a host function.
-    if (std::string(dev) == "cuda" && !std::getenv("FERRY_TEST_CUDA_LIBRARY"))
+    // Nor does Ferry call the driver from a host function (CUDA does not
+    // permit it; a staging block's last holder is the stream's last task).
+    if (std::string(dev) == "cuda" && !std::getenv("FERRY_TEST_CUDA_LIBRARY")) {
       MP_CHECK(fakeCudaCount("cuStreamWaitValue32") > 0, "rank %d: no stream waited on a flag", me.rank);
+      MP_CHECK(fakeCudaCount("called from a host function") == 0,
+               "rank %d: a driver call from a host function", me.rank);
+    }
   }
   setDeviceBuffers(false);
   return rc;

@@ -14,7 +14,8 @@
 // "Device" memory is a memfd mapped PROT_NONE at the addresses handed out
 // (any host load or store faults, as on a discrete GPU) and read-write at a
 // second address the stand-in's own copies use. Each stream is a worker
-// thread running its work in order. Calls other than cuInit, cuDeviceGet*,
+// thread running its work in order; driver calls from it (a host function)
+// fail with CUDA_ERROR_NOT_PERMITTED, as CUDA allows. Calls other than cuInit, cuDeviceGet*,
 // cuGetErrorString and context calls need cuInit and a current context,
 // as the real driver does.
 #include <linux/futex.h>
@@ -41,8 +42,12 @@ namespace {
 using CUresult = int;
 using CUdeviceptr = unsigned long long;
 constexpr CUresult kOk = 0, kInvalidValue = 1, kNotInitialized = 3, kInvalidContext = 201,
-                   kInvalidHandle = 400, kNotReady = 600;
+                   kInvalidHandle = 400, kNotReady = 600, kNotPermitted = 800;
 constexpr size_t kRegion = size_t(512) << 20, kAlign = 256;
+
+// Set on stream worker threads: host functions run there, and CUDA does
+// not permit driver calls from a host function.
+thread_local bool tOnWorker = false;
 
 struct Stream {
   std::mutex mu;
@@ -68,6 +73,7 @@ struct Stream {
     cv.notify_all();
   }
   void run() {
+    tOnWorker = true;
     std::unique_lock<std::mutex> g(mu);
     for (;;) {
       cv.wait(g, [&] { return stop || !work.empty(); });
@@ -112,6 +118,10 @@ void count(const char* what) {
 
 CUresult ready() {
   if (!D().init) return kNotInitialized;
+  if (tOnWorker) {
+    count("called from a host function");
+    return kNotPermitted;
+  }
   return tCtx ? kOk : kInvalidContext;
 }
 
@@ -253,6 +263,7 @@ CUresult cuGetErrorString(CUresult r, const char** s) {
     case kNotReady: *s = "device not ready"; return kOk;
     case 500: *s = "named symbol not found"; return kOk;
     case 700: *s = "an illegal memory access was encountered"; return kOk;
+    case kNotPermitted: *s = "operation not permitted"; return kOk;
     default: *s = nullptr; return kInvalidValue;
   }
 }

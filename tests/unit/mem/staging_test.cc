@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "mem/shared_alloc.h"
 
@@ -151,10 +152,11 @@ TEST(StagingPool, PinsEachBlockOncePerPinnerAndUnpinsBeforeFreeing) {
       ASSERT_TRUE(fresh.isOk());
       EXPECT_EQ(x.pins, 2);
     }
-    EXPECT_EQ(x.unpins, 1);
+    EXPECT_EQ(x.unpins, 0) << "unpinned where its last holder let go";
     again = Result<std::shared_ptr<char[]>>(nullptr);  // back to the pool first
     again = pool.take(4096, &py);  // the same kept block, another device
     ASSERT_TRUE(again.isOk());
+    EXPECT_EQ(x.unpins, 1) << "the next take unpins the fresh block";
     EXPECT_EQ(y.pinned[kept], 1);
     EXPECT_EQ(x.pins, 2);
     EXPECT_EQ(again.value().get(), kept);
@@ -167,6 +169,28 @@ TEST(StagingPool, PinsEachBlockOncePerPinnerAndUnpinsBeforeFreeing) {
   EXPECT_EQ(y.unpins, 1);
   for (const auto& [p, n] : x.pinned) EXPECT_EQ(n, 0) << p;
   for (const auto& [p, n] : y.pinned) EXPECT_EQ(n, 0) << p;
+}
+
+// The bridge's job ends in a stream's host function, where CUDA calls are
+// not permitted: a pinned block whose last holder is such a thread waits
+// for the next take (or release) on a caller's thread.
+TEST(StagingPool, ABlockLastHeldElsewhereIsUnpinnedAndFreedByTheNextTake) {
+  PinLog x;
+  const BlockPinner px = pinnerFor(&x);
+  StagingPool pool(1);
+  Result<std::shared_ptr<char[]>> kept = pool.take(8192, &px);
+  Result<std::shared_ptr<char[]>> extra = pool.take(8192, &px);  // not kept: `kept` is held
+  ASSERT_TRUE(kept.isOk() && extra.isOk());
+  char* p = extra.value().get();
+  std::thread callback([b = extra.take()]() mutable { b.reset(); });
+  callback.join();
+  SharedRange r;
+  EXPECT_EQ(x.unpins, 0);
+  EXPECT_TRUE(lookupShared(p, 1, &r)) << "freed while still pinned";
+  ASSERT_TRUE(pool.take(16).isOk());
+  EXPECT_EQ(x.unpins, 1);
+  EXPECT_EQ(x.pinned[p], 0);
+  EXPECT_FALSE(lookupShared(p, 1, &r)) << "unpinned but never freed";
 }
 
 TEST(StagingPool, APinThatFailsIsAnErrorAndLeavesNothingBehind) {
