@@ -80,6 +80,10 @@ class Accelerator {
   // held). After timeoutMs (<= 0: none) the stream goes on, with a WARN.
   virtual Status waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,
                                int64_t timeoutMs) = 0;
+  // Whether s is capturing a graph (cudaStreamBeginCapture): what is
+  // enqueued then is recorded to run at each launch of the graph, while the
+  // bridge's host side would run once, at the call.
+  virtual Result<bool> capturing(StreamHandle /*s*/) { return false; }
   // Whether everything enqueued on s so far has run (cudaStreamQuery).
   virtual Result<bool> idle(StreamHandle s) = 0;
   // Blocks until everything enqueued on s so far has run, or fails after

@@ -229,6 +229,14 @@ Status CudaAccelerator::waitFlagAsync(StreamHandle s, const HostFlag* flag, uint
   });
 }
 
+Result<bool> CudaAccelerator::capturing(StreamHandle s) {
+  FERRY_TRY(bind());
+  int status = cu::kCaptureStatusNone;
+  if (cu::Result r = d_->streamIsCapturing(s, &status); r != cu::kSuccess)
+    return d_->error(r, "cuStreamIsCapturing");
+  return status != cu::kCaptureStatusNone;
+}
+
 Result<bool> CudaAccelerator::idle(StreamHandle s) {
   FERRY_TRY(bind());
   cu::Result r = d_->streamQuery(s);

@@ -49,6 +49,7 @@ class CudaAccelerator final : public Accelerator {
   std::shared_ptr<HostFlag> newFlag() override;
   Status waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,
                        int64_t timeoutMs) override;
+  Result<bool> capturing(StreamHandle s) override;
   Result<bool> idle(StreamHandle s) override;
   Status synchronize(StreamHandle s, int64_t timeoutMs) override;
 

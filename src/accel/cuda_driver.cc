@@ -39,6 +39,7 @@ Result<std::unique_ptr<CudaDriver>> CudaDriver::load(const std::string& path) {
   resolve(lib, "cuMemHostGetDevicePointer_v2", &d->memHostGetDevicePointer, &missing);
   resolve(lib, "cuStreamSynchronize", &d->streamSynchronize, &missing);
   resolve(lib, "cuStreamQuery", &d->streamQuery, &missing);
+  resolve(lib, "cuStreamIsCapturing", &d->streamIsCapturing, &missing);
   resolve(lib, "cuGetErrorString", &d->getErrorString, &missing);
   resolve(lib, "cuModuleLoadData", &d->moduleLoadData, &missing);
   resolve(lib, "cuModuleGetFunction", &d->moduleGetFunction, &missing);

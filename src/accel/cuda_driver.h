@@ -31,6 +31,7 @@ constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_T
 constexpr unsigned kMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
 constexpr unsigned kStreamNonBlocking = 1;      // CU_STREAM_NON_BLOCKING
 constexpr unsigned kWaitValueGeq = 0;           // CU_STREAM_WAIT_VALUE_GEQ
+constexpr int kCaptureStatusNone = 0;           // CU_STREAM_CAPTURE_STATUS_NONE
 constexpr unsigned kHostRegisterPortable = 1;   // CU_MEMHOSTREGISTER_PORTABLE
 constexpr unsigned kHostRegisterDeviceMap = 2;  // CU_MEMHOSTREGISTER_DEVICEMAP
 }  // namespace cu
@@ -56,6 +57,7 @@ struct CudaDriver {
   cu::Result (*memHostGetDevicePointer)(cu::DevicePtr* d, void* p, unsigned flags);
   cu::Result (*streamSynchronize)(cu::Stream s);
   cu::Result (*streamQuery)(cu::Stream s);
+  cu::Result (*streamIsCapturing)(cu::Stream s, int* status);  // CUstreamCaptureStatus
   cu::Result (*getErrorString)(cu::Result r, const char** s);
   cu::Result (*moduleLoadData)(cu::Module* m, const void* image);
   cu::Result (*moduleGetFunction)(cu::Function* f, cu::Module m, const char* name);

@@ -124,6 +124,15 @@ Status BridgeJob::stageP2p(P2pTask& t) {
   return Status::ok();
 }
 
+// Refused before anything is enqueued (which would spoil the capture).
+Status notCapturing(accel::Accelerator* dev, accel::StreamHandle s) {
+  FERRY_ASSIGN(bool cap, dev->capturing(s));
+  if (!cap) return Status::ok();
+  return invalidUsage(std::string("the ") + dev->name() +
+                      " stream is capturing a graph: collectives and Send/Recv in stream capture "
+                      "(CUDA graphs) are not supported yet; call them outside the capture");
+}
+
 Status BridgeJob::build() {
   // Tasks the caller gave no stream for follow the job's first device task.
   accel::Accelerator* dev = nullptr;
@@ -137,6 +146,8 @@ Status BridgeJob::build() {
   for (const P2pTask& t : p2ps_) first(t.dev, t.stream);
   if (!dev) return internalError("a bridge job without a device task");
   if (mixed) return invalidUsage("one group's work on two device kinds");
+  for (const CollTask& t : colls_) FERRY_TRY(notCapturing(t.dev ? t.dev : dev, t.dev ? t.stream : s));
+  for (const P2pTask& t : p2ps_) FERRY_TRY(notCapturing(t.dev ? t.dev : dev, t.dev ? t.stream : s));
   done_ = dev->newFlag();
   for (CollTask& t : colls_) {
     if (!t.dev) t.dev = dev, t.stream = s;

@@ -262,6 +262,47 @@ TEST(MpDeviceStream, DeadPeerFailsQueuedWorkAndReleasesTheStream) {
   EXPECT_RANKS_OK(res);
 }
 
+// A collective captured into a CUDA graph would run its host side once, at
+// the call, and never at the graph's launches: it is refused by name before
+// anything reaches the stream, and the same call runs once the capture ends.
+TEST(MpDeviceCuda, GraphCaptureIsRefusedByName) {
+  RunResult res = runDevice(2, "capture", [](const Rank& me) {
+    void* s = nullptr;
+    MP_NCCL(ferryDeviceStreamCreate(&s));
+    void* lib = dlopen(FERRY_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
+    MP_CHECK(lib != nullptr, "the driver was not loaded");
+    auto begin = reinterpret_cast<int (*)(void*, int)>(dlsym(lib, "cuStreamBeginCapture_v2"));
+    auto end = reinterpret_cast<int (*)(void*, void**)>(dlsym(lib, "cuStreamEndCapture"));
+    MP_CHECK(begin && end, "no capture entry points");
+    const size_t n = 1000;
+    void *send = nullptr, *recv = nullptr;
+    MP_NCCL(ferryDeviceAlloc(&send, n * 4));
+    MP_NCCL(ferryDeviceAlloc(&recv, n * 4));
+    MP_CHECK(begin(s, 2) == 0, "cuStreamBeginCapture failed");  // relaxed mode
+    MP_EXPECT_RESULT(ncclAllReduce(send, recv, n, ncclInt32, ncclSum, me.comm,
+                                   static_cast<cudaStream_t>(s)),
+                     ncclInvalidUsage);
+    MP_NCCL(ncclGroupStart());
+    MP_NCCL(ncclSend(send, n, ncclInt32, (me.rank + 1) % me.nranks, me.comm, static_cast<cudaStream_t>(s)));
+    MP_NCCL(ncclRecv(recv, n, ncclInt32, (me.rank + 1) % me.nranks, me.comm, static_cast<cudaStream_t>(s)));
+    MP_EXPECT_RESULT(ncclGroupEnd(), ncclInvalidUsage);
+    void* graph = nullptr;
+    MP_CHECK(end(s, &graph) == 0, "cuStreamEndCapture failed");
+    MP_CHECK(fakeCudaCount("captured") == 0, "the refused calls left %ld tasks in the graph",
+             fakeCudaCount("captured"));
+    dlclose(lib);
+    MP_NCCL(ferryDeviceFree(send));
+    MP_NCCL(ferryDeviceFree(recv));
+    DevAllReduce a;
+    MP_TRY(startAllReduce(me, n, s, &a));
+    MP_TRY(finishAllReduce(me, n, s, &a));
+    MP_NCCL(ferryDeviceStreamDestroy(s));
+    return 0;
+  }, {true, true}, "cuda");
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "capture", "stream capture (CUDA graphs) are not supported yet"), 2);
+}
+
 // A host-memory program with a CUDA driver present gets no CUDA context from
 // Ferry (on a GPU machine that would be memory on device 0 in every rank);
 // once the program itself uses CUDA, the next communicator recognises its

@@ -34,6 +34,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "accel/cuda/reduce_math.h"
 
@@ -55,6 +56,10 @@ struct Stream {
   std::deque<std::function<void()>> work;
   uint64_t enqueued = 0, done = 0;
   bool stop = false;
+  // Between cuStreamBeginCapture and cuStreamEndCapture work is recorded
+  // into a graph, not run (the stand-in never launches it).
+  bool capturing = false;
+  std::vector<std::function<void()>> graph;
   std::thread worker{[this] { run(); }};
   ~Stream() {
     {
@@ -67,6 +72,10 @@ struct Stream {
   void push(std::function<void()> f) {
     {
       std::lock_guard<std::mutex> g(mu);
+      if (capturing) {
+        graph.push_back(std::move(f));
+        return;
+      }
       work.push_back(std::move(f));
       ++enqueued;
     }
@@ -414,6 +423,42 @@ CUresult cuStreamWaitValue32_v2(void* s, CUdeviceptr addr, uint32_t value, unsig
       syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, v, &ts, nullptr, 0);
     }
   });
+  return kOk;
+}
+
+CUresult cuStreamBeginCapture_v2(void* s, int) {
+  if (CUresult r = ready()) return r;
+  Stream* st = s ? stream(s) : nullptr;  // the legacy stream cannot capture
+  if (!st) return kInvalidValue;
+  std::lock_guard<std::mutex> g(st->mu);
+  st->capturing = true;
+  return kOk;
+}
+
+CUresult cuStreamEndCapture(void* s, void** graph) {
+  if (CUresult r = ready()) return r;
+  Stream* st = s ? stream(s) : nullptr;
+  if (!st) return kInvalidValue;
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> g(st->mu);
+    if (!st->capturing) return kInvalidValue;
+    st->capturing = false;
+    n = st->graph.size();
+    st->graph.clear();
+  }
+  std::lock_guard<std::mutex> g(D().mu);
+  D().counters["captured"] += long(n);
+  *graph = nullptr;
+  return kOk;
+}
+
+CUresult cuStreamIsCapturing(void* s, int* status) {
+  if (CUresult r = ready()) return r;
+  Stream* st = stream(s);
+  if (!st) return kInvalidHandle;
+  std::lock_guard<std::mutex> g(st->mu);
+  *status = st->capturing ? 1 : 0;
   return kOk;
 }
 
