@@ -74,7 +74,10 @@ Status CudaAccelerator::openSlab() {
   const size_t bytes = kFlagStride * kFlagSlots;
   void* p = std::aligned_alloc(4096, bytes);
   if (!p) return systemError("flag slab allocation failed");
-  if (cu::Result r = d_->memHostRegister(p, bytes, cu::kHostRegisterDeviceMap); r != cu::kSuccess) {
+  // Portable: streams of every context (a process driving several GPUs,
+  // one communicator each) wait on these flags, not only the first one's.
+  if (cu::Result r = d_->memHostRegister(p, bytes, cu::kHostRegisterPortable | cu::kHostRegisterDeviceMap);
+      r != cu::kSuccess) {
     std::free(p);
     return d_->error(r, "cuMemHostRegister");
   }
