@@ -1,35 +1,44 @@
 #include "mem/staging.h"
 
 #include <atomic>
+#include <utility>
+#include <vector>
 
 #include "mem/shared_alloc.h"
 
 namespace ferry::mem {
 
-StagingPool::StagingPool(size_t keep)
-    : keep_(keep == 0 ? 1 : keep), grave_(std::make_shared<Graveyard>()) {}
+namespace {
 
-StagingPool::~StagingPool() {
-  release();
-  {
-    std::lock_guard<std::mutex> g(grave_->mu);
-    grave_->open = false;
-  }
-  reap();
+// Pinned blocks whose last holder let go (staging.h). Never destroyed: a
+// stream's last task may drop a block while the process exits.
+struct Graveyard {
+  std::mutex mu;
+  std::vector<std::pair<char*, std::shared_ptr<std::vector<BlockPinner>>>> dead;
+};
+Graveyard& graveyard() {
+  static Graveyard* g = new Graveyard;
+  return *g;
 }
 
-void StagingPool::bury(char* p, const Pins& pins) {
-  for (const BlockPinner& b : pins) b.unpin(b.ctx, p);
-  (void)freeShared(p);
-}
+}  // namespace
+
+StagingPool::StagingPool(size_t keep) : keep_(keep == 0 ? 1 : keep) {}
+
+StagingPool::~StagingPool() { release(); }
 
 void StagingPool::reap() {
   std::vector<std::pair<char*, std::shared_ptr<Pins>>> dead;
   {
-    std::lock_guard<std::mutex> g(grave_->mu);
-    dead.swap(grave_->dead);
+    Graveyard& g = graveyard();
+    std::lock_guard<std::mutex> lock(g.mu);
+    if (g.dead.empty()) return;
+    dead.swap(g.dead);
   }
-  for (auto& [p, pins] : dead) bury(p, *pins);
+  for (auto& [p, pins] : dead) {
+    for (const BlockPinner& b : *pins) b.unpin(b.ctx, p);
+    (void)freeShared(p);
+  }
 }
 
 Status StagingPool::pinWith(const Block& b, const BlockPinner* pinner) {
@@ -60,15 +69,14 @@ Result<std::shared_ptr<char[]>> StagingPool::take(size_t bytes, const BlockPinne
   auto pins = std::make_shared<Pins>();
   // Unpinned before it is unmapped (a device must not keep pages that go),
   // on a thread that may call the device (the graveyard, above).
-  std::shared_ptr<char[]> block(static_cast<char*>(p), [pins, grave = grave_](char* q) {
-    if (!pins->empty()) {
-      std::lock_guard<std::mutex> g(grave->mu);
-      if (grave->open) {
-        grave->dead.emplace_back(q, pins);
-        return;
-      }
+  std::shared_ptr<char[]> block(static_cast<char*>(p), [pins](char* q) {
+    if (pins->empty()) {
+      (void)freeShared(q);
+      return;
     }
-    bury(q, *pins);
+    Graveyard& g = graveyard();
+    std::lock_guard<std::mutex> lock(g.mu);
+    g.dead.emplace_back(q, pins);
   });
   Block made{block, bytes, pins};
   FERRY_TRY(pinWith(made, pinner));

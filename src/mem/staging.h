@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
-#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -27,9 +26,11 @@ namespace ferry::mem {
 // with it (an accelerator backend lives until exit).
 //
 // The last holder of a pinned block may be a stream's host function (the
-// bridge's job ends there), where CUDA calls are not permitted: such a block
-// waits in the pool's graveyard and is unpinned and freed by the next
-// take(), release() or the pool's destructor, on the caller's thread.
+// bridge's job ends there, possibly after its communicator is gone), where
+// CUDA calls are not permitted: a pinned block whose last holder lets go
+// waits in a process-wide graveyard and is unpinned and freed by the next
+// take() or release() of any pool, or a pool's destructor, on that
+// caller's thread (at exit, what is left is left to the OS).
 struct BlockPinner {
   void* ctx = nullptr;
   Status (*pin)(void* ctx, void* p, size_t bytes) = nullptr;
@@ -63,18 +64,10 @@ class StagingPool {
     size_t bytes = 0;
     std::shared_ptr<Pins> pins;
   };
-  // Pinned blocks whose last holder let go, not unpinned yet. Shared with
-  // the deleters: a block may outlive its pool (then it goes at once).
-  struct Graveyard {
-    std::mutex mu;
-    bool open = true;
-    std::vector<std::pair<char*, std::shared_ptr<Pins>>> dead;
-  };
   static Status pinWith(const Block& b, const BlockPinner* pinner);
-  static void bury(char* p, const Pins& pins);  // unpin all, free
-  void reap();
+  // Unpins and frees the graveyard's blocks (above).
+  static void reap();
   const size_t keep_;
-  const std::shared_ptr<Graveyard> grave_;
   mutable std::mutex mu_;
   std::vector<Block> kept_;
 };

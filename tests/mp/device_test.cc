@@ -303,6 +303,41 @@ TEST(MpDeviceCuda, GraphCaptureIsRefusedByName) {
   EXPECT_EQ(logFilesWith(logDir(), "capture", "stream capture (CUDA graphs) are not supported yet"), 2);
 }
 
+// A communicator destroyed while its stream still copies results back: the
+// stream's last task drops the job and its pinned staging after the
+// communicator (and its pool) are gone, and must not call the driver there
+// (CUDA does not permit it in a host function); the results still arrive.
+TEST(MpDeviceCuda, DestroyBeforeTheStreamFinishesCallsNoDriverFromTheStream) {
+  RunResult res = runDevice(2, "destroyearly", [](const Rank& me) {
+    void* lib = dlopen(FERRY_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
+    MP_CHECK(lib != nullptr, "the driver was not loaded");
+    auto delay = reinterpret_cast<void (*)(unsigned)>(dlsym(lib, "fakeCudaSetTaskDelayUs"));
+    MP_CHECK(delay != nullptr, "no fakeCudaSetTaskDelayUs");
+    void* s = nullptr;
+    MP_NCCL(ferryDeviceStreamCreate(&s));
+    ncclComm_t child = nullptr;
+    MP_NCCL(ncclCommSplit(me.comm, 0, me.rank, &child, nullptr));
+    Rank c{child, me.rank, me.nranks};
+    DevAllReduce a;
+    const size_t n = 5000;
+    delay(3000);  // the copy-back and the last task come well after the job
+    MP_TRY(startAllReduce(c, n, s, &a));
+    MP_NCCL(ncclCommDestroy(child));
+    MP_EXPECT_RESULT(ferryDeviceStreamQuery(s), ncclInProgress);
+    MP_TRY(finishAllReduce(c, n, s, &a));
+    delay(0);
+    MP_CHECK(fakeCudaCount("called from a host function") == 0,
+             "rank %d: a driver call from a host function", me.rank);
+    DevAllReduce b;  // the parent goes on (and stages: runDevice checks)
+    MP_TRY(startAllReduce(me, n, s, &b));
+    MP_TRY(finishAllReduce(me, n, s, &b));
+    MP_NCCL(ferryDeviceStreamDestroy(s));
+    dlclose(lib);
+    return 0;
+  }, {true, true}, "cuda");
+  EXPECT_RANKS_OK(res);
+}
+
 // A host-memory program with a CUDA driver present gets no CUDA context from
 // Ferry (on a GPU machine that would be memory on device 0 in every rank);
 // once the program itself uses CUDA, the next communicator recognises its

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -49,6 +50,8 @@ constexpr size_t kRegion = size_t(512) << 20, kAlign = 256;
 // Set on stream worker threads: host functions run there, and CUDA does
 // not permit driver calls from a host function.
 thread_local bool tOnWorker = false;
+// fakeCudaSetTaskDelayUs: every stream task starts this late (a slow GPU).
+std::atomic<unsigned> gTaskDelayUs{0};
 
 struct Stream {
   std::mutex mu;
@@ -90,6 +93,7 @@ struct Stream {
       auto f = std::move(work.front());
       work.pop_front();
       g.unlock();
+      if (unsigned us = gTaskDelayUs.load()) std::this_thread::sleep_for(std::chrono::microseconds(us));
       f();
       g.lock();
       ++done;
@@ -525,6 +529,9 @@ CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigne
   st->push([k, d, x, y, n, op] { k->run(d, x, y, n, op); });
   return kOk;
 }
+
+// For tests: delay every stream task by us microseconds from now on.
+void fakeCudaSetTaskDelayUs(unsigned us) { gTaskDelayUs = us; }
 
 // For tests: how often an entry point was called (0 for unknown names).
 long fakeCudaCount(const char* name) {
