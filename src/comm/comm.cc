@@ -43,7 +43,11 @@ size_t streamCopyBytes(int64_t setting) {
 }  // namespace
 
 Comm::Comm(int rank, int nranks, CommConfig config)
-    : rank_(rank), nranks_(nranks), config_(std::move(config)) {
+    : rank_(rank),
+      nranks_(nranks),
+      config_(std::move(config)),
+      bridgePool_(32, static_cast<size_t>(
+                          std::max<int64_t>(0, config::getInt(config::Param::kBridgePoolBytes)))) {
   timeoutMs_ = config::getInt(config::Param::kTimeoutMs);
   peerCheckMs_ = std::max<int64_t>(1, config::getInt(config::Param::kPeerCheckMs));
   execOptions_.allowRefs = !config::getBool(config::Param::kP2pDisable);

@@ -237,7 +237,7 @@ class Comm final : public ConnectionSource {
   RepeatCalls repeats_;
   mem::StagingPool staging_;
   mem::WindowTable windows_;
-  mem::StagingPool bridgePool_{32};
+  mem::StagingPool bridgePool_;  // 32 blocks, FERRY_BRIDGE_POOL_BYTES
   std::atomic<uint64_t> stagedBytes_{0};
   std::atomic<bool> stagedLogged_{false};
   std::unique_ptr<OpQueue> queue_;  // last: stopped first (~Comm)

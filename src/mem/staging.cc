@@ -23,7 +23,8 @@ Graveyard& graveyard() {
 
 }  // namespace
 
-StagingPool::StagingPool(size_t keep) : keep_(keep == 0 ? 1 : keep) {}
+StagingPool::StagingPool(size_t keep, size_t keepBytes)
+    : keep_(keep == 0 ? 1 : keep), keepBytes_(keepBytes) {}
 
 StagingPool::~StagingPool() { release(); }
 
@@ -80,17 +81,21 @@ Result<std::shared_ptr<char[]>> StagingPool::take(size_t bytes, const BlockPinne
   });
   Block made{block, bytes, pins};
   FERRY_TRY(pinWith(made, pinner));
-  if (kept_.size() < keep_) {
-    kept_.push_back(made);
-    return block;
+  // Make room: drop idle blocks, smallest first, while the new one would
+  // break a limit. Idle blocks are all smaller than this one (else one
+  // would have served), so the pool settles on the sizes in use.
+  for (;;) {
+    if (kept_.size() < keep_ && keptBytesLocked() + bytes <= keepBytes_) break;
+    auto idle = kept_.end();
+    for (auto it = kept_.begin(); it != kept_.end(); ++it)
+      if (it->p.use_count() == 1 && (idle == kept_.end() || it->bytes < idle->bytes)) idle = it;
+    if (idle == kept_.end()) break;
+    kept_.erase(idle);
   }
-  // Full: replace the smallest block nobody uses if the new one is larger
-  // (a communicator alternating two sizes settles on the larger); a block
-  // still in use elsewhere is freed by its last user.
-  Block* small = nullptr;
-  for (Block& b : kept_)
-    if (b.p.use_count() == 1 && (!small || b.bytes < small->bytes)) small = &b;
-  if (small && small->bytes < bytes) *small = made;
+  // Over the byte limit with nothing idle left: kept all the same (the
+  // operations in flight need it); a block still in use elsewhere when the
+  // count is full is freed by its last user.
+  if (kept_.size() < keep_) kept_.push_back(made);
   return block;
 }
 
@@ -104,6 +109,10 @@ void StagingPool::release() {
 
 size_t StagingPool::keptBytes() const {
   std::lock_guard<std::mutex> lock(mu_);
+  return keptBytesLocked();
+}
+
+size_t StagingPool::keptBytesLocked() const {
   size_t n = 0;
   for (const Block& b : kept_) n += b.bytes;
   return n;

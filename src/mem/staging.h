@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -40,8 +41,11 @@ struct BlockPinner {
 class StagingPool {
  public:
   // keep: how many blocks the pool holds on to (the bridge of device
-  // memory, comm/stream_bridge.h, has several operations in flight).
-  explicit StagingPool(size_t keep = 1);
+  // memory, comm/stream_bridge.h, has several operations in flight);
+  // keepBytes: how many bytes, counting blocks in use, before idle ones are
+  // dropped for a new block (blocks in use are never dropped for it, so the
+  // working set of the operations in flight is kept whatever its size).
+  explicit StagingPool(size_t keep = 1, size_t keepBytes = SIZE_MAX);
   ~StagingPool();
   StagingPool(const StagingPool&) = delete;
   StagingPool& operator=(const StagingPool&) = delete;
@@ -67,7 +71,9 @@ class StagingPool {
   static Status pinWith(const Block& b, const BlockPinner* pinner);
   // Unpins and frees the graveyard's blocks (above).
   static void reap();
+  size_t keptBytesLocked() const;
   const size_t keep_;
+  const size_t keepBytes_;
   mutable std::mutex mu_;
   std::vector<Block> kept_;
 };

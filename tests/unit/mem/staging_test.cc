@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -103,6 +104,27 @@ TEST(StagingPool, KeepsSeveralBlocksWhenAsked) {
   ASSERT_TRUE(d);
   EXPECT_EQ(first.count(d.get()), 0u);
   EXPECT_EQ(pool.keptBytes(), size_t{8192 + 8192 + 16384});
+}
+
+// The bridge's pool has a byte limit too (FERRY_BRIDGE_POOL_BYTES): a sweep
+// to large sizes does not leave every size it passed kept (pinned), while
+// blocks in use are kept whatever the limit.
+TEST(StagingPool, IdleBlocksGoToStayUnderTheByteLimit) {
+  StagingPool pool(32, 1 << 20);
+  for (size_t bytes = 4096; bytes <= (size_t{1} << 20); bytes *= 2) {
+    std::shared_ptr<char[]> a = take(pool, bytes), b = take(pool, bytes);
+    ASSERT_TRUE(a && b);
+    EXPECT_LE(pool.keptBytes(), std::max<size_t>(size_t{1} << 20, 2 * bytes)) << bytes;
+  }
+  // Nothing held: the last size's two blocks (2 MiB) stay until a take
+  // needs room; a small one is served by one of them.
+  std::shared_ptr<char[]> small = take(pool, 4096);
+  EXPECT_EQ(pool.keptBytes(), size_t{2} << 20);
+  // In use, over the limit: both 4 MiB blocks are kept all the same.
+  small.reset();
+  std::shared_ptr<char[]> x = take(pool, 4 << 20), y = take(pool, 4 << 20);
+  ASSERT_TRUE(x && y);
+  EXPECT_EQ(pool.keptBytes(), size_t{8} << 20);
 }
 
 // The bridge pins its blocks with the job's device (CUDA: page-locked, so
