@@ -64,13 +64,17 @@ StreamPart& BridgeJob::part(accel::Accelerator* dev, accel::StreamHandle s) {
   return parts_.back();
 }
 
+// Staging is pinned with the device, so its copies to and from a block do
+// not hold the call until the stream gets there (CUDA, pageable memory).
+mem::BlockPinner pinnerFor(accel::Accelerator* dev) {
+  return {dev,
+          [](void* d, void* q, size_t n) { return static_cast<accel::Accelerator*>(d)->pinHost(q, n); },
+          [](void* d, void* q) { static_cast<accel::Accelerator*>(d)->unpinHost(q); }};
+}
+
 Result<void*> BridgeJob::stage(StreamPart& p, const void* user, size_t bytes, bool in, bool out) {
   if (bytes == 0) return const_cast<void*>(user);
-  // Pinned with the device, so its copies to and from the block do not
-  // hold this call until the stream gets there (CUDA, pageable memory).
-  const mem::BlockPinner pinner{
-      p.dev, [](void* d, void* q, size_t n) { return static_cast<accel::Accelerator*>(d)->pinHost(q, n); },
-      [](void* d, void* q) { static_cast<accel::Accelerator*>(d)->unpinHost(q); }};
+  const mem::BlockPinner pinner = pinnerFor(p.dev);
   FERRY_ASSIGN(std::shared_ptr<char[]> b, comm_->bridgePool().take(bytes, &pinner));
   blocks_.push_back(b);
   held_ += bytes;
@@ -124,7 +128,6 @@ Status BridgeJob::stageP2p(P2pTask& t) {
   return Status::ok();
 }
 
-// Refused before anything is enqueued (which would spoil the capture).
 Status notCapturing(accel::Accelerator* dev, accel::StreamHandle s) {
   FERRY_ASSIGN(bool cap, dev->capturing(s));
   if (!cap) return Status::ok();
@@ -146,17 +149,20 @@ Status BridgeJob::build() {
   for (const P2pTask& t : p2ps_) first(t.dev, t.stream);
   if (!dev) return internalError("a bridge job without a device task");
   if (mixed) return invalidUsage("one group's work on two device kinds");
-  for (const CollTask& t : colls_) FERRY_TRY(notCapturing(t.dev ? t.dev : dev, t.dev ? t.stream : s));
-  for (const P2pTask& t : p2ps_) FERRY_TRY(notCapturing(t.dev ? t.dev : dev, t.dev ? t.stream : s));
-  done_ = dev->newFlag();
   for (CollTask& t : colls_) {
     if (!t.dev) t.dev = dev, t.stream = s;
-    FERRY_TRY(stageColl(t));
+    part(t.dev, t.stream);
   }
   for (P2pTask& t : p2ps_) {
     if (!t.dev) t.dev = dev, t.stream = s;
-    FERRY_TRY(stageP2p(t));
+    part(t.dev, t.stream);
   }
+  // Each stream once, before anything is pinned or enqueued (either would
+  // spoil the capture).
+  for (const StreamPart& p : parts_) FERRY_TRY(notCapturing(p.dev, p.stream));
+  done_ = dev->newFlag();
+  for (CollTask& t : colls_) FERRY_TRY(stageColl(t));
+  for (P2pTask& t : p2ps_) FERRY_TRY(stageP2p(t));
   return Status::ok();
 }
 
