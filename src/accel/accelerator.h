@@ -80,6 +80,17 @@ class Accelerator {
   // held). After timeoutMs (<= 0: none) the stream goes on, with a WARN.
   virtual Status waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,
                                int64_t timeoutMs) = 0;
+  // When s reaches this, flag rises to value (raiseTo): work enqueued
+  // before it has run. CUDA stores it from the device (cuStreamWriteValue32
+  // into a newFlag() flag), which wakes no sleeper: whoever waits for it
+  // must poll. Elsewhere a host function raises it.
+  virtual Status signalFlagAsync(StreamHandle s, HostFlag* flag, uint32_t value) {
+    return hostFnAsync(s, [flag, value] { flag->raiseTo(value); });
+  }
+  // Whether copyAsync runs on engines of the device's own, not on host
+  // cores (CUDA's copy engines): only then can the CPU-forward bridge's
+  // copies overlap the host collective for free (pipelined staging).
+  virtual bool copyEngines() const { return false; }
   // Whether s is capturing a graph (cudaStreamBeginCapture): what is
   // enqueued then is recorded to run at each launch of the graph, while the
   // bridge's host side would run once, at the call.

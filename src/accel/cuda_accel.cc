@@ -232,6 +232,16 @@ Status CudaAccelerator::waitFlagAsync(StreamHandle s, const HostFlag* flag, uint
   });
 }
 
+Status CudaAccelerator::signalFlagAsync(StreamHandle s, HostFlag* flag, uint32_t value) {
+  FERRY_TRY(bind());
+  if (cu::DevicePtr a = slabAddress(flag)) {
+    if (cu::Result r = d_->streamWriteValue32(s, a, value, 0); r != cu::kSuccess)
+      return d_->error(r, "cuStreamWriteValue32");
+    return Status::ok();
+  }
+  return Accelerator::signalFlagAsync(s, flag, value);
+}
+
 Result<bool> CudaAccelerator::capturing(StreamHandle s) {
   FERRY_TRY(bind());
   int status = cu::kCaptureStatusNone;

@@ -47,6 +47,8 @@ class CudaAccelerator final : public Accelerator {
                      kernels::Op op, StreamHandle s) override;
   Status hostFnAsync(StreamHandle s, std::function<void()> fn) override;
   std::shared_ptr<HostFlag> newFlag() override;
+  Status signalFlagAsync(StreamHandle s, HostFlag* flag, uint32_t value) override;
+  bool copyEngines() const override { return true; }
   Status waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,
                        int64_t timeoutMs) override;
   Result<bool> capturing(StreamHandle s) override;

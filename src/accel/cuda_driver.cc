@@ -34,6 +34,7 @@ Result<std::unique_ptr<CudaDriver>> CudaDriver::load(const std::string& path) {
   resolve(lib, "cuMemcpyAsync", &d->memcpyAsync, &missing);
   resolve(lib, "cuLaunchHostFunc", &d->launchHostFunc, &missing);
   resolve(lib, "cuStreamWaitValue32_v2", &d->streamWaitValue32, &missing);
+  resolve(lib, "cuStreamWriteValue32_v2", &d->streamWriteValue32, &missing);
   resolve(lib, "cuMemHostRegister_v2", &d->memHostRegister, &missing);
   resolve(lib, "cuMemHostUnregister", &d->memHostUnregister, &missing);
   resolve(lib, "cuMemHostGetDevicePointer_v2", &d->memHostGetDevicePointer, &missing);

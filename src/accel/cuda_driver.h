@@ -52,6 +52,7 @@ struct CudaDriver {
   cu::Result (*memcpyAsync)(cu::DevicePtr dst, cu::DevicePtr src, size_t bytes, cu::Stream s);
   cu::Result (*launchHostFunc)(cu::Stream s, cu::HostFn fn, void* data);
   cu::Result (*streamWaitValue32)(cu::Stream s, cu::DevicePtr addr, uint32_t value, unsigned flags);
+  cu::Result (*streamWriteValue32)(cu::Stream s, cu::DevicePtr addr, uint32_t value, unsigned flags);
   cu::Result (*memHostRegister)(void* p, size_t bytes, unsigned flags);
   cu::Result (*memHostUnregister)(void* p);
   cu::Result (*memHostGetDevicePointer)(cu::DevicePtr* d, void* p, unsigned flags);

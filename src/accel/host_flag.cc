@@ -33,6 +33,14 @@ void HostFlag::add(uint32_t n) {
   syscall(SYS_futex, wordOf(&v_), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
 }
 
+void HostFlag::raiseTo(uint32_t value) {
+  uint32_t cur = load();
+  while (static_cast<int32_t>(value - cur) > 0 &&
+         !v_.compare_exchange_weak(cur, value, std::memory_order_acq_rel)) {
+  }
+  syscall(SYS_futex, wordOf(&v_), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
 bool HostFlag::waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<bool>* abort) const {
   // Wrap-safe: the counters here count a handful of events.
   auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - value) >= 0; };

@@ -18,6 +18,8 @@ class HostFlag {
   uint32_t load() const { return v_.load(std::memory_order_acquire); }
   // Adds n (release) and wakes every waiter.
   void add(uint32_t n = 1);
+  // At least value from now on (release; never lowers it), waking every waiter.
+  void raiseTo(uint32_t value);
   // Until load() >= value: true, or false once timeoutMs passed (<= 0: no
   // deadline) or *abort turned true (checked at least every 10 ms).
   bool waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<bool>* abort = nullptr) const;

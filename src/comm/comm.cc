@@ -358,11 +358,14 @@ Status Comm::quiesce() {
   return queue_->drain(&abort_, timeoutMs_);
 }
 
-void Comm::noteStaged(const char* device, size_t bytes) {
+void Comm::noteStaged(const char* device, size_t bytes, size_t pieceBytes) {
   stagedBytes_.fetch_add(bytes, std::memory_order_relaxed);
   if (!stagedLogged_.exchange(true))
     FERRY_INFO(log::kInit, "rank %d: %s memory is staged through host buffers (CPU-forward bridge); "
                "operations on it are queued behind their streams", rank_, device);
+  if (pieceBytes > 0 && !piecesLogged_.exchange(true))
+    FERRY_INFO(log::kInit, "rank %d: %s staging in pieces of %zu bytes: the stream's copies overlap "
+               "the collective", rank_, device, pieceBytes);
 }
 
 void Comm::waitIdle(int64_t timeoutMs) {

@@ -167,7 +167,9 @@ class Comm final : public ConnectionSource {
   static constexpr size_t kBridgeMaxHeldBytes = size_t(64) << 20;
   mem::StagingPool& bridgePool() { return bridgePool_; }
   // Counts bytes copied through staging; the first time, one INFO line.
-  void noteStaged(const char* device, size_t bytes);
+  // Bytes staged for a device call; pieceBytes > 0: it was staged in
+  // pieces of that size (pipelined). Each is logged once per communicator.
+  void noteStaged(const char* device, size_t bytes, size_t pieceBytes);
   uint64_t stagedBytes() const { return stagedBytes_.load(); }
 
   // ncclCommWindowRegister (collective over the bootstrap; window.h) and the
@@ -240,6 +242,7 @@ class Comm final : public ConnectionSource {
   mem::StagingPool bridgePool_;  // 32 blocks, FERRY_BRIDGE_POOL_BYTES
   std::atomic<uint64_t> stagedBytes_{0};
   std::atomic<bool> stagedLogged_{false};
+  std::atomic<bool> piecesLogged_{false};
   std::unique_ptr<OpQueue> queue_;  // last: stopped first (~Comm)
 };
 

@@ -78,6 +78,7 @@ struct Run {
   OpInfo info;
   PeerMemory* peers = nullptr;  // symmetric windows (symmetric_bind.h)
   AlltoAllvCall* alltoallv = nullptr;  // builds `exec` when the run starts
+  IoGate* gate = nullptr;              // CollTask::gate
 };
 
 // The call's operation check, numbered in the order collectives run.
@@ -133,8 +134,10 @@ Result<Run> collRun(Comm* c, const CollTask& t, std::unique_ptr<mem::WindowBindi
   CollArgs args = t.args;
   args.symmetric = *binding != nullptr;
   FERRY_ASSIGN(Executor * e, collExecutor(c, args));
-  return Run{e, const_cast<void*>(t.sendbuff), t.recvbuff, t.reduce, collName(args.kind), info,
-             binding->get()};
+  Run r{e, const_cast<void*>(t.sendbuff), t.recvbuff, t.reduce, collName(args.kind), info,
+        binding->get()};
+  r.gate = t.gate;
+  return r;
 }
 
 // ferryAlltoAllv's two runs (alltoallv_call.h): the host's count swap,
@@ -257,7 +260,10 @@ Status runOne(Comm* c, Run& r) {
   }
   if (r.input || r.output) r.exec->rebind(r.input, r.output, r.reduce);
   r.exec->bindPeers(r.peers);
-  return runLatched(c, *r.exec, r.name, r.info);
+  r.exec->setGate(r.gate);
+  Status st = runLatched(c, *r.exec, r.name, r.info);
+  r.exec->setGate(nullptr);  // the executor is cached; the gate is this call's
+  return st;
 }
 
 void runWork(CommWork* w) {

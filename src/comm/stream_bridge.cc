@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "comm/comm.h"
+#include "core/config.h"
 #include "core/log.h"
+#include "exec/io_gate.h"
 #include "mem/staging.h"
 
 namespace ferry {
@@ -21,7 +23,13 @@ struct StreamPart {
     size_t bytes;
   };
   std::vector<Copy> in, out;
+  // In pieces (IoGate): each input piece is counted once copied, each
+  // output piece waits until the run has published it.
+  bool pieces = false;
 };
+
+// Where a piece's flag waits are released all at once (the job is over).
+constexpr uint32_t kReleaseAll = 1u << 30;
 
 class BridgeJob final : public QueuedOp {
  public:
@@ -30,14 +38,15 @@ class BridgeJob final : public QueuedOp {
 
   Status build();
   Status enqueueStreams(const std::shared_ptr<BridgeJob>& self);
+  Status enqueuePieces(StreamPart& p, const std::shared_ptr<BridgeJob>& self, int64_t waitMs);
   void run() override;
   void cancel(const Status& why) override;
   // Never queued: streams that got the job's tasks go on without it.
-  void release() {
-    if (done_) done_->add(1);
-  }
+  void release() { finish(); }
   size_t heldBytes() const override { return held_; }
   size_t stagedBytes() const { return staged_; }
+  // Staged in pieces of this size (0: whole buffers).
+  size_t pieceBytes() const { return gate_ ? pieceBytes_ : 0; }
   const char* deviceName() const { return parts_.front().dev->name(); }
 
  private:
@@ -46,6 +55,10 @@ class BridgeJob final : public QueuedOp {
   Status stageColl(CollTask& t);
   Status stageP2p(P2pTask& t);
   Status runTasks();
+  bool pipelines(const CollTask& t) const;
+  void finish() {
+    if (done_) done_->add(kReleaseAll);
+  }
 
   Comm* comm_;
   std::vector<CollTask> colls_;
@@ -55,6 +68,9 @@ class BridgeJob final : public QueuedOp {
   size_t held_ = 0, staged_ = 0;
   accel::HostFlag reached_;
   std::shared_ptr<accel::HostFlag> done_;  // from the job's device (newFlag)
+  size_t pieceBytes_ = 0;
+  std::shared_ptr<accel::HostFlag> piecesIn_;  // input pieces in place (pipelined)
+  std::unique_ptr<IoGate> gate_;  // pipelined: the one collective's gate
 };
 
 StreamPart& BridgeJob::part(accel::Accelerator* dev, accel::StreamHandle s) {
@@ -117,7 +133,26 @@ Status BridgeJob::stageColl(CollTask& t) {
   t.key.kind = -1;  // staging blocks change from call to call: never a repeat
   t.dev = nullptr;
   t.stream = nullptr;
+  if (pipelines(t)) {
+    p.pieces = true;
+    // Published output pieces release the stream's waits one by one.
+    piecesIn_ = p.dev->newFlag();  // the stream raises it: registered with the device
+    gate_ = std::make_unique<IoGate>(pieceBytes_, piecesIn_->word(), [this](uint32_t n) {
+      uint32_t v = done_->load();
+      if (n > v) done_->add(n - v);
+    });
+    t.gate = gate_.get();
+  }
   return Status::ok();
+}
+
+// One collective alone on one stream, larger than a piece: staged in pieces.
+// (A group of several would need a gate per run and pieces per task.)
+bool BridgeJob::pipelines(const CollTask& t) const {
+  if (pieceBytes_ == 0 || colls_.size() != 1 || !p2ps_.empty() || parts_.size() != 1) return false;
+  size_t sb, rb;
+  ioBytes(t.args, &sb, &rb);
+  return std::max(sb, rb) > pieceBytes_;
 }
 
 Status BridgeJob::stageP2p(P2pTask& t) {
@@ -126,6 +161,16 @@ Status BridgeJob::stageP2p(P2pTask& t) {
   t.dev = nullptr;
   t.stream = nullptr;
   return Status::ok();
+}
+
+// FERRY_BRIDGE_PIECE_BYTES; by default (-1) 1 MiB pieces where the device
+// copies on engines of its own, whole buffers where its copies take host
+// cores as the collective does (testdev: pieces cost 3-7% there, since
+// nothing can overlap; perf/README.md).
+size_t pieceBytesFor(const accel::Accelerator& dev) {
+  int64_t piece = config::getInt(config::Param::kBridgePieceBytes);
+  if (piece < 0) piece = dev.copyEngines() ? (1 << 20) : 0;
+  return piece == 0 ? 0 : (static_cast<size_t>(piece) + 4095) / 4096 * 4096;
 }
 
 Status notCapturing(accel::Accelerator* dev, accel::StreamHandle s) {
@@ -161,6 +206,7 @@ Status BridgeJob::build() {
   // spoil the capture).
   for (const StreamPart& p : parts_) FERRY_TRY(notCapturing(p.dev, p.stream));
   done_ = dev->newFlag();
+  pieceBytes_ = pieceBytesFor(*dev);
   for (CollTask& t : colls_) FERRY_TRY(stageColl(t));
   for (P2pTask& t : p2ps_) FERRY_TRY(stageP2p(t));
   return Status::ok();
@@ -171,6 +217,10 @@ Status BridgeJob::build() {
 Status BridgeJob::enqueueStreams(const std::shared_ptr<BridgeJob>& self) {
   const int64_t waitMs = std::max<int64_t>(4 * comm_->timeoutMs(), 120000);
   for (StreamPart& p : parts_) {
+    if (p.pieces) {
+      FERRY_TRY(enqueuePieces(p, self, waitMs));
+      continue;
+    }
     for (const auto& c : p.in) FERRY_TRY(p.dev->copyAsync(c.dst, c.src, c.bytes, p.stream));
     FERRY_TRY(p.dev->hostFnAsync(p.stream, [self] { self->reached_.add(1); }));
     FERRY_TRY(p.dev->waitFlagAsync(p.stream, done_.get(), 1, waitMs));
@@ -178,6 +228,32 @@ Status BridgeJob::enqueueStreams(const std::shared_ptr<BridgeJob>& self) {
     FERRY_TRY(p.dev->hostFnAsync(p.stream, [self] {}));
   }
   return Status::ok();
+}
+
+// Pipelined: "reached" first, then each input piece and its count, then
+// each output piece once the run has published it (piece j: done_ > j).
+Status BridgeJob::enqueuePieces(StreamPart& p, const std::shared_ptr<BridgeJob>& self,
+                                int64_t waitMs) {
+  FERRY_TRY(p.dev->hostFnAsync(p.stream, [self] { self->reached_.add(1); }));
+  uint32_t counted = 0;
+  for (const auto& c : p.in) {
+    for (size_t off = 0; off < c.bytes; off += pieceBytes_) {
+      size_t n = std::min(pieceBytes_, c.bytes - off);
+      FERRY_TRY(p.dev->copyAsync(static_cast<char*>(c.dst) + off,
+                                 static_cast<const char*>(c.src) + off, n, p.stream));
+      FERRY_TRY(p.dev->signalFlagAsync(p.stream, piecesIn_.get(), ++counted));
+    }
+  }
+  for (const auto& c : p.out) {
+    uint32_t j = 0;
+    for (size_t off = 0; off < c.bytes; off += pieceBytes_, ++j) {
+      size_t n = std::min(pieceBytes_, c.bytes - off);
+      FERRY_TRY(p.dev->waitFlagAsync(p.stream, done_.get(), j + 1, waitMs));
+      FERRY_TRY(p.dev->copyAsync(static_cast<char*>(c.dst) + off,
+                                 static_cast<const char*>(c.src) + off, n, p.stream));
+    }
+  }
+  return p.dev->hostFnAsync(p.stream, [self] {});
 }
 
 Status BridgeJob::runTasks() {
@@ -206,12 +282,12 @@ void BridgeJob::run() {
     // A failure is logged and latched on the communicator by the engine.
     (void)runTasks();
   }
-  done_->add(1);
+  finish();
 }
 
 void BridgeJob::cancel(const Status& why) {
   comm_->latch(why);
-  done_->add(1);
+  finish();
 }
 
 }  // namespace
@@ -234,7 +310,7 @@ Result<accel::Accelerator*> orderingDevice(const void* a, const void* b, accel::
 Status bridgeSubmit(Comm* c, std::vector<CollTask> colls, std::vector<P2pTask> p2ps) {
   auto job = std::make_shared<BridgeJob>(c, std::move(colls), std::move(p2ps));
   FERRY_TRY(job->build());
-  c->noteStaged(job->deviceName(), job->stagedBytes());
+  c->noteStaged(job->deviceName(), job->stagedBytes(), job->pieceBytes());
   Status st = job->enqueueStreams(job);
   if (st.isOk())
     st = c->ensureOpQueue().push(job, Comm::kBridgeMaxHeldBytes, c->abortFlag(), c->timeoutMs());

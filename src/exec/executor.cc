@@ -96,6 +96,16 @@ Status Executor::start(ConnectionSource& source, const OpInfo* info) {
   lanesDone_ = 0;
   if (!refConns_.empty()) refConns_.clear();
   slotWrites_.beginRun(sendBytes_, /*quiet=*/refChoice_.beginRun());
+  // A gated run's prologue waits for its input like any step (progressGeneral).
+  if (gate_) gate_->plan(schedule_);
+  prologuePending_ = gate_ && !gate_->prologueReady();
+  if (!prologuePending_) FERRY_TRY(runPrologue());
+  done_ = schedule_.lanes.empty() && !prologuePending_;
+  flatRun_ = flat_ && !reduce_.premul && !gate_;
+  return Status::ok();
+}
+
+Status Executor::runPrologue() {
   for (const Step& s : schedule_.prologue) {
     if (s.kind == StepKind::kLocalReduce) {
       doLocalReduce(s);
@@ -103,8 +113,8 @@ Status Executor::start(ConnectionSource& source, const OpInfo* info) {
       FERRY_TRY(doCopy(s));
     }
   }
-  done_ = schedule_.lanes.empty();
-  flatRun_ = flat_ && !reduce_.premul;
+  prologuePending_ = false;
+  if (gate_) gate_->prologueDone();
   return Status::ok();
 }
 
@@ -184,6 +194,11 @@ const std::vector<int>& Executor::activePeers() const {
 }
 
 Status Executor::progressGeneral(bool* progressed) {
+  if (prologuePending_) {
+    if (!gate_->prologueReady()) return Status::ok();
+    FERRY_TRY(runPrologue());
+    *progressed = true;
+  }
   // Sends first: posting a piece or a reference is quick, while a receive
   // may copy a whole block (a 1 MiB cross-memory read takes ~80 us), and a
   // peer waiting for our reference idles through it. Lane by lane, two
@@ -209,9 +224,11 @@ Status Executor::advanceLane(size_t lane, bool* progressed, bool sendsOnly) {
   LaneState& st = lanes_[lane];
   const std::vector<Step>& steps = schedule_.lanes[lane].steps;
   while (st.step < steps.size() && (!sendsOnly || steps[st.step].kind == StepKind::kSend)) {
+    if (gate_ && !gate_->stepReady(lane, st.step)) return Status::ok();
     bool stepDone = false;
     FERRY_TRY(runStep(st, steps[st.step], progressed, &stepDone));
     if (!stepDone) return Status::ok();
+    if (gate_) gate_->stepDone(lane, st.step);
     st.step++;
     st.sendOff = st.recvOff = 0;
     st.arrived = false;

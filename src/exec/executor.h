@@ -26,6 +26,7 @@
 
 #include "algorithms/schedule.h"
 #include "core/status.h"
+#include "exec/io_gate.h"
 #include "exec/op_check.h"
 #include "exec/peer_memory.h"
 #include "exec/ref_choice.h"
@@ -114,6 +115,10 @@ class Executor {
   // Counts the rebinds: a caller that bound its buffers and sees the same
   // count later knows they are still bound (repeat_call.h).
   uint64_t binds() const { return binds_; }
+  // Gate the next runs' steps on their input and report their output piece
+  // by piece (io_gate.h; the bridge's pipelined staging); null: ungated.
+  // Gated runs never take the flat path. Set before start().
+  void setGate(IoGate* gate) { gate_ = gate; }
   // The peers' buffers and the barrier for schedules with peer regions
   // (CollArgs::symmetric); must outlive the run.
   void bindPeers(PeerMemory* peers) { peerMem_ = peers; }
@@ -152,6 +157,7 @@ class Executor {
   };
 
   Status progressGeneral(bool* progressed);
+  Status runPrologue();
   Status resolve(ConnectionSource& source);
   void armChecks(ConnectionSource& source, const OpInfo& info);
   // Send side: where payload goes in `slot` (after our descriptor when it
@@ -255,6 +261,8 @@ class Executor {
   std::vector<uint32_t> flatOrder_;
   bool flatOnePass_ = false;
   bool flatRun_ = false;  // this run is on the flat path
+  IoGate* gate_ = nullptr;        // setGate
+  bool prologuePending_ = false;  // a gated prologue waits for its input
 };
 
 }  // namespace ferry

@@ -87,11 +87,13 @@ Env deviceEnv(const std::string& backend) {
 
 RunResult runDevice(int n, const std::string& tag, const std::function<int(const Rank&)>& f,
                     const std::vector<bool>& onDevice, const std::string& backend = "testdev",
-                    int timeoutSec = 240) {
+                    int timeoutSec = 240, const Env& extra = {}) {
   RunOptions o = loggedOptions(logDir(), tag, "INIT", {}, timeoutSec);
   o.rankEnv.resize(n);
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < n; ++r) {
     if (onDevice[r]) o.rankEnv[r] = deviceEnv(backend);
+    for (const auto& [k, v] : extra) o.rankEnv[r][k] = v;
+  }
   return runRanks(n, [f](int rank, int nranks, const ncclUniqueId& id) {
     return withComm(rank, nranks, id, [&](const Rank& me) { return onOwnBuffers(me, f); });
   }, o);
@@ -117,6 +119,76 @@ INSTANTIATE_TEST_SUITE_P(Ranks, MpDevice,
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
                          });
+
+// Pipelined staging (FERRY_BRIDGE_PIECE_BYTES, io_gate.h): inputs staged in
+// 4 KiB pieces that the host collective waits for step by step, results
+// copied back piece by piece as they become final. Every shape at 70001
+// elements, every op at 5000; on two ranks whose streams are slow too.
+int pieceCases(const Rank& me) {
+  MP_TRY(caseEveryShape(me, {70001}));
+  for (ncclDataType_t dt : {ncclInt32, ncclFloat64}) {
+    for (TestOp op : kAllOps) {
+      RedCase c{dt, op, me.nranks};
+      if (redCaseExact(c)) MP_TRY(caseAllReductions(me, c, 5000));
+    }
+  }
+  // CUDA streams count the pieces from the device (cuStreamWriteValue32
+  // on the registered flag slab), not in host functions.
+  const char* dev = std::getenv("FERRY_DEVICE");
+  if (dev && std::string(dev) == "cuda" && !std::getenv("FERRY_TEST_CUDA_LIBRARY"))
+    MP_CHECK(fakeCudaCount("cuStreamWriteValue32") > 0, "rank %d: no stream counted a piece", me.rank);
+  return 0;
+}
+
+const Env kSmallPieces{{"FERRY_BRIDGE_PIECE_BYTES", "4096"}};
+
+class MpDevicePieces : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(MpDevicePieces, EveryShapeAndOpExact) {
+  auto [backend, n] = GetParam();
+  std::string tag = "pieces" + backend + std::to_string(n);
+  RunResult res = runDevice(n, tag, pieceCases, std::vector<bool>(n, true), backend, 240, kSmallPieces);
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), tag, "staging in pieces of 4096 bytes"), n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MpDevicePieces,
+                         ::testing::Combine(::testing::Values("testdev", "cuda"), ::testing::Values(2, 4)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
+                         });
+
+TEST(MpDevicePieces, SlowStreamsAndHostRanksExact) {
+  const std::string tag = "piecesslow";
+  RunResult res = runDevice(4, tag, [](const Rank& me) {
+    // The device ranks' streams take 300 us per task: the collective
+    // waits for pieces that trickle in, and the host ranks wait for them.
+    if (deviceBuffers()) MP_NCCL(ferryDeviceSetTaskDelayUs(300));
+    RedCase c{ncclInt32, TestOp::kSum, me.nranks};
+    MP_TRY(caseAllReduce(me, c, 70001, false));
+    MP_TRY(caseReduceScatter(me, c, 20001, true));
+    MP_TRY(caseAllGather(me, ncclUint8, 70001, false));
+    if (deviceBuffers()) MP_NCCL(ferryDeviceSetTaskDelayUs(0));
+    return 0;
+  }, {true, false, true, false}, "testdev", 240, kSmallPieces);
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), tag, "staging in pieces of 4096 bytes"), 2);
+}
+
+// By default only a device that copies on engines of its own (CUDA) is
+// staged in pieces (1 MiB); testdev copies on host cores, where nothing
+// overlaps, and stages whole buffers.
+TEST(MpDevicePieces, ByDefaultOnlyCudaStagesInPieces) {
+  for (std::string backend : {"cuda", "testdev"}) {
+    const std::string tag = "piecesdefault" + backend;
+    RunResult res = runDevice(2, tag, [](const Rank& me) {
+      return caseAllReduce(me, RedCase{ncclInt32, TestOp::kSum, me.nranks}, 600000, false);
+    }, {true, true}, backend);
+    EXPECT_RANKS_OK(res);
+    EXPECT_EQ(logFilesWith(logDir(), tag, "staging in pieces of 1048576 bytes"), backend == "cuda" ? 2 : 0)
+        << backend;
+  }
+}
 
 class MpDeviceMixed : public ::testing::TestWithParam<std::string> {};
 

@@ -430,6 +430,19 @@ CUresult cuStreamWaitValue32_v2(void* s, CUdeviceptr addr, uint32_t value, unsig
   return kOk;
 }
 
+// The stream stores value at addr (registered host memory), as the device
+// does: a plain store that wakes no futex sleeper.
+CUresult cuStreamWriteValue32_v2(void* s, CUdeviceptr addr, uint32_t value, unsigned flags) {
+  if (CUresult r = ready()) return r;
+  Stream* st = stream(s);
+  if (!st) return kInvalidHandle;
+  auto* w = reinterpret_cast<uint32_t*>(addr);
+  if (flags != 0 || !registeredHost(w)) return kInvalidValue;
+  count("cuStreamWriteValue32");
+  st->push([w, value] { __atomic_store_n(w, value, __ATOMIC_RELEASE); });
+  return kOk;
+}
+
 CUresult cuStreamBeginCapture_v2(void* s, int) {
   if (CUresult r = ready()) return r;
   Stream* st = s ? stream(s) : nullptr;  // the legacy stream cannot capture

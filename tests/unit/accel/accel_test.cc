@@ -159,6 +159,25 @@ TEST(TestDeviceStream, EnqueueReturnsBeforeTheWorkRunsAndOrderHolds) {
   EXPECT_TRUE(dev().free(d).isOk());
 }
 
+// signalFlagAsync's host-function form (every backend but CUDA): the flag
+// rises when the stream gets there and never falls.
+TEST(TestDeviceStream, SignalRaisesAFlagInStreamOrder) {
+  auto& d = dev();
+  auto s = d.createStream();
+  ASSERT_TRUE(s.isOk());
+  HostFlag gate, count;
+  ASSERT_TRUE(d.waitFlagAsync(s.value(), &gate, 1, 10000).isOk());
+  ASSERT_TRUE(d.signalFlagAsync(s.value(), &count, 4).isOk());
+  ASSERT_TRUE(d.signalFlagAsync(s.value(), &count, 2).isOk());
+  EXPECT_EQ(count.load(), 0u);
+  gate.add(1);
+  ASSERT_TRUE(count.waitAtLeast(4, 10000));
+  ASSERT_TRUE(d.synchronize(s.value(), 10000).isOk());
+  EXPECT_EQ(count.load(), 4u);
+  EXPECT_FALSE(d.copyEngines());
+  EXPECT_TRUE(d.destroyStream(s.value()).isOk());
+}
+
 TEST(TestDeviceStream, SynchronizeHasADeadline) {
   Result<StreamHandle> s = dev().createStream();
   ASSERT_TRUE(s.isOk());

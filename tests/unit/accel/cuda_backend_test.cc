@@ -150,6 +150,33 @@ TEST_F(CudaBackend, StreamWaitsOnASlabFlag) {
   EXPECT_TRUE(ran.load());
 }
 
+// The bridge's pieces are counted by the stream itself: a device store
+// into the slab flag (cuStreamWriteValue32) once the copy before it ran,
+// never lowering the flag.
+TEST_F(CudaBackend, StreamRaisesASlabFlagAfterTheWorkBeforeIt) {
+  std::shared_ptr<HostFlag> gate = cuda_->newFlag(), count = cuda_->newFlag();
+  const size_t n = 1 << 12;
+  std::vector<char> staging(n, 0);
+  void* d = devAlloc(n);
+  ASSERT_TRUE(cuda_->pinHost(staging.data(), n).isOk());
+  std::vector<char> ones(n, 1);
+  ASSERT_TRUE(cuda_->copyAsync(d, ones.data(), n, stream_).isOk());  // pageable: done on return
+  const long before = fakeCount("cuStreamWriteValue32");
+  ASSERT_TRUE(cuda_->waitFlagAsync(stream_, gate.get(), 1, 10000).isOk());
+  ASSERT_TRUE(cuda_->copyAsync(staging.data(), d, n, stream_).isOk());
+  ASSERT_TRUE(cuda_->signalFlagAsync(stream_, count.get(), 3).isOk());
+  ASSERT_TRUE(cuda_->signalFlagAsync(stream_, count.get(), 5).isOk());
+  EXPECT_EQ(fakeCount("cuStreamWriteValue32"), before + 2);
+  EXPECT_EQ(count->load(), 0u);  // the stream has not got there
+  gate->add(1);
+  ASSERT_TRUE(cuda_->synchronize(stream_, 10000).isOk());
+  EXPECT_EQ(count->load(), 5u);
+  EXPECT_EQ(staging[n - 1], 1);
+  cuda_->unpinHost(staging.data());
+  EXPECT_TRUE(cuda_->free(d).isOk());
+  EXPECT_TRUE(cuda_->copyEngines());
+}
+
 // What the bridge's copies need to return at once (stream_bridge.h): the
 // stand-in driver, like CUDA, waits for the stream before a copy between
 // pageable host memory and the device, and makes host-to-host copies
