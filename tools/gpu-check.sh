@@ -12,7 +12,8 @@
 # FERRY_TEST_CUDA_LIBRARY=libcuda.so.1: every collective x datatype x op at 1-4
 # ranks, a mixed host/device communicator, the stream contract), then
 # all_reduce_perf and sendrecv_perf on cudaMalloc'd buffers (the perf tools
-# choose device memory when a GPU is present), and prints a summary.
+# choose device memory when a GPU is present), whole-buffer against pipelined
+# staging (FERRY_BRIDGE_PIECE_BYTES), and prints a summary.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FERRY_BUILD_DIR:-$root/build}
@@ -57,6 +58,18 @@ for t in all_reduce sendrecv; do
   bw=$(grep -E "Avg bus bandwidth" "$build/gpu-check-$t.log" | awk '{print $NF}')
   summary+=("${t}_perf on device buffers: $([ $rc = 0 ] && echo ok || echo FAILED), avg busbw ${bw:-?} GB/s")
   [ $rc = 0 ] || status=1
+done
+# Pipelined staging (FERRY_BRIDGE_PIECE_BYTES): 1 MiB pieces, the default on
+# CUDA, against whole buffers, interleaved, out-of-place time at 4-64 MiB
+# (the development machines cannot measure it: their copies take host cores).
+piece_times() {
+  FERRY_BRIDGE_PIECE_BYTES=$1 "$build/bin/all_reduce_perf" --nranks 2 -b 4M -e 64M -f 4 -n 20 -w 20 -c 1 \
+    2>&1 | awk '/^ +[0-9]+ +[0-9]+ /{printf "%s:%s ", $1, $6}'
+}
+for round in 1 2 3; do
+  whole=$(piece_times 0)
+  pieces=$(piece_times -1)
+  summary+=("all_reduce_perf us, whole buffers / 1 MiB pieces (round $round): $whole/ $pieces")
 done
 echo "== gpu-check summary =="
 for l in "${summary[@]}"; do echo "  $l"; done

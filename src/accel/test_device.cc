@@ -3,10 +3,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "accel/test_stream.h"
+#include "core/config.h"
 #include "core/log.h"
 
 namespace ferry::accel {
@@ -147,10 +151,34 @@ Status TestDevice::copyAsync(void* dst, const void* src, size_t bytes, StreamHan
   FERRY_ASSIGN(TestStream * s, stream(h));
   FERRY_ASSIGN(char* d, view(dst, bytes));
   FERRY_ASSIGN(char* from, view(src, bytes));
-  s->enqueue([d, from, bytes] {
+  s->enqueue([this, d, from, bytes] {
+    const int64_t end = engineBook(bytes);
     if (bytes) std::memmove(d, from, bytes);
+    if (end) std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(end)));
   });
   return Status::ok();
+}
+
+// A copy engine's pace (FERRY_TESTDEV_COPY_MBPS): a copy that starts now
+// ends no earlier than bytes / rate after the later of now and the end of
+// the engine's previous copy, as DMA on a GPU would, and the wait takes no
+// core. Returns that end (steady clock, ns; 0: no pace). A copy that comes
+// within kBackToBackNs of the previous one's end continues from that end:
+// the sleep that ended it overshoots (timer slack, a wake-up: 50-150 us
+// here), which a real engine would not, and back-to-back pieces would
+// otherwise each pay it.
+int64_t TestDevice::engineBook(size_t bytes) {
+  constexpr int64_t kBackToBackNs = 300000;
+  static const int64_t mbps = config::getInt(config::Param::kTestdevCopyMbps);
+  if (mbps <= 0 || bytes == 0) return 0;
+  const int64_t now = std::chrono::nanoseconds(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const int64_t busy = static_cast<int64_t>(bytes) * 1000 / mbps;
+  int64_t free = engineFreeNs_.load();
+  int64_t end;
+  do {
+    end = (now - free < kBackToBackNs ? free : now) + busy;
+  } while (!engineFreeNs_.compare_exchange_weak(free, end));
+  return end;
 }
 
 Status TestDevice::reduceAsync(void* dst, const void* a, const void* b, size_t count,

@@ -71,6 +71,8 @@ class TestDevice final : public Accelerator {
   std::set<TestStream*> streams_;
   std::unique_ptr<TestStream> default_;
   std::atomic<int64_t> delayUs_{0};
+  std::atomic<int64_t> engineFreeNs_{0};  // engineBook: the copy engine's clock
+  int64_t engineBook(size_t bytes);
 };
 
 }  // namespace ferry::accel

@@ -165,7 +165,7 @@ Status BridgeJob::stageP2p(P2pTask& t) {
 
 // FERRY_BRIDGE_PIECE_BYTES; by default (-1) 1 MiB pieces where the device
 // copies on engines of its own, whole buffers where its copies take host
-// cores as the collective does (testdev: pieces cost 3-7% there, since
+// cores as the collective does (testdev: pieces cost 1-9% there, since
 // nothing can overlap; perf/README.md).
 size_t pieceBytesFor(const accel::Accelerator& dev) {
   int64_t piece = config::getInt(config::Param::kBridgePieceBytes);
