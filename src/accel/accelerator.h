@@ -65,6 +65,10 @@ class Accelerator {
   // the call returns without waiting for s if the host memory is pinned
   // (pinHost) or both sides are host memory.
   virtual Status copyAsync(void* dst, const void* src, size_t bytes, StreamHandle s) = 0;
+  // Whether copyAsync would take [p, p + bytes): an error naming the
+  // problem if p is this backend's memory and the range leaves its
+  // allocation. Where the backend cannot tell (CUDA), ok; its copies fail.
+  virtual Status checkRange(const void* /*p*/, size_t /*bytes*/) const { return Status::ok(); }
   // dst[i] = a[i] op b[i] (kernels::reduce's semantics), enqueued on s; any
   // operand may be host memory or this backend's.
   virtual Status reduceAsync(void* dst, const void* a, const void* b, size_t count,

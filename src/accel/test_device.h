@@ -34,6 +34,7 @@ class TestDevice final : public Accelerator {
 
   const char* name() const override { return "testdev"; }
   bool owns(const void* p) const override;
+  Status checkRange(const void* p, size_t bytes) const override { return view(p, bytes).status(); }
   Result<void*> alloc(size_t bytes) override;
   Status free(void* p) override;
   Result<StreamHandle> createStream() override;

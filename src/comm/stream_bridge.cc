@@ -43,6 +43,11 @@ class BridgeJob final : public QueuedOp {
   void cancel(const Status& why) override;
   // Never queued: streams that got the job's tasks go on without it.
   void release() { finish(); }
+  // Best effort, after a failure: each stream holds the job until it gets
+  // here (the tasks enqueued before point into it).
+  void holdStreams(const std::shared_ptr<BridgeJob>& self) {
+    for (StreamPart& p : parts_) (void)p.dev->hostFnAsync(p.stream, [self] {});
+  }
   size_t heldBytes() const override { return held_; }
   size_t stagedBytes() const { return staged_; }
   // Staged in pieces of this size (0: whole buffers).
@@ -90,6 +95,9 @@ mem::BlockPinner pinnerFor(accel::Accelerator* dev) {
 
 Result<void*> BridgeJob::stage(StreamPart& p, const void* user, size_t bytes, bool in, bool out) {
   if (bytes == 0) return const_cast<void*>(user);
+  // Before anything is enqueued: a copy refused halfway through a job would
+  // leave copies back into the user's buffer that must then still run.
+  FERRY_TRY(p.dev->checkRange(user, bytes));
   const mem::BlockPinner pinner = pinnerFor(p.dev);
   FERRY_ASSIGN(std::shared_ptr<char[]> b, comm_->bridgePool().take(bytes, &pinner));
   blocks_.push_back(b);
@@ -137,10 +145,14 @@ Status BridgeJob::stageColl(CollTask& t) {
     p.pieces = true;
     // Published output pieces release the stream's waits one by one.
     piecesIn_ = p.dev->newFlag();  // the stream raises it: registered with the device
-    gate_ = std::make_unique<IoGate>(pieceBytes_, piecesIn_->word(), [this](uint32_t n) {
-      uint32_t v = done_->load();
-      if (n > v) done_->add(n - v);
-    });
+    std::vector<IoGate::Buffer> in, out;
+    if (sb) in.push_back({kInputBuf, sb});
+    if (rb) out.push_back({kOutputBuf, rb});
+    gate_ = std::make_unique<IoGate>(pieceBytes_, std::move(in), std::move(out), piecesIn_->word(),
+                                     [this](uint32_t n) {
+                                       uint32_t v = done_->load();
+                                       if (n > v) done_->add(n - v);
+                                     });
     t.gate = gate_.get();
   }
   return Status::ok();
@@ -315,8 +327,12 @@ Status bridgeSubmit(Comm* c, std::vector<CollTask> colls, std::vector<P2pTask> p
   if (st.isOk())
     st = c->ensureOpQueue().push(job, Comm::kBridgeMaxHeldBytes, c->abortFlag(), c->timeoutMs());
   // Not queued: the call fails (the communicator stays usable) and streams
-  // that got the job's tasks must not wait for it.
-  if (!st.isOk()) job->release();
+  // that got the job's tasks must not wait for it; a last task on each holds
+  // the job (its flags and staging) until they are past them.
+  if (!st.isOk()) {
+    job->release();
+    job->holdStreams(job);
+  }
   return st;
 }
 

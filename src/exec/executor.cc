@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/readiness.h"
 #include "kernels/stream_copy.h"
 #include "mem/shared_alloc.h"
 
@@ -195,7 +196,10 @@ const std::vector<int>& Executor::activePeers() const {
 
 Status Executor::progressGeneral(bool* progressed) {
   if (prologuePending_) {
-    if (!gate_->prologueReady()) return Status::ok();
+    if (!gate_->prologueReady()) {
+      readiness::noteOther();
+      return Status::ok();
+    }
     FERRY_TRY(runPrologue());
     *progressed = true;
   }
@@ -224,7 +228,10 @@ Status Executor::advanceLane(size_t lane, bool* progressed, bool sendsOnly) {
   LaneState& st = lanes_[lane];
   const std::vector<Step>& steps = schedule_.lanes[lane].steps;
   while (st.step < steps.size() && (!sendsOnly || steps[st.step].kind == StepKind::kSend)) {
-    if (gate_ && !gate_->stepReady(lane, st.step)) return Status::ok();
+    if (gate_ && !gate_->stepReady(lane, st.step)) {
+      readiness::noteOther();  // the stream raises no socket: the wait must not block in poll()
+      return Status::ok();
+    }
     bool stepDone = false;
     FERRY_TRY(runStep(st, steps[st.step], progressed, &stepDone));
     if (!stepDone) return Status::ok();

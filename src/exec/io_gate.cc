@@ -36,41 +36,58 @@ bool writesDst(const Step& s) {
   }
 }
 
-bool ownBuffer(const Region& r, uint32_t buf) { return r.buf == buf && r.peer < 0; }
-
 }  // namespace
 
-IoGate::IoGate(size_t pieceBytes, const std::atomic<uint32_t>* staged,
-               std::function<void(uint32_t)> publish)
-    : piece_(std::max<size_t>(pieceBytes, 1)), staged_(staged), publish_(std::move(publish)) {}
+IoGate::IoGate(size_t pieceBytes, std::vector<Buffer> inputs, std::vector<Buffer> outputs,
+               const std::atomic<uint32_t>* staged, std::function<void(uint32_t)> publish)
+    : piece_(std::max<size_t>(pieceBytes, 1)), in_(std::move(inputs)), out_(std::move(outputs)),
+      staged_(staged), publish_(std::move(publish)) {
+  for (const Buffer& b : out_) outPieces_ += piecesOf(b.bytes, piece_);
+}
 
-// Pieces in offset order: a step needs every piece up to the end of what it
-// reads. A local reduction reads its destination too.
+int64_t IoGate::baseOf(const std::vector<Buffer>& list, const Region& r, uint32_t* count) const {
+  if (r.peer >= 0) return -1;
+  int64_t base = 0;
+  for (const Buffer& b : list) {
+    *count = piecesOf(b.bytes, piece_);
+    if (b.index == r.buf) return base;
+    base += *count;
+  }
+  return -1;
+}
+
+// Pieces in staging order: a step needs every piece up to the end of what
+// it reads. A local reduction reads its destination too.
 uint32_t IoGate::inputNeed(const Step& s) const {
-  size_t end = 0;
   if (s.bytes == 0) return 0;
-  if (readsSrc(s) && ownBuffer(s.src, kInputBuf)) end = s.src.offset + s.bytes;
-  if (s.kind == StepKind::kLocalReduce && ownBuffer(s.dst, kInputBuf))
-    end = std::max(end, s.dst.offset + s.bytes);
-  return piecesOf(end, piece_);
+  uint32_t need = 0;
+  auto reads = [&](const Region& r) {
+    uint32_t count = 0;
+    int64_t base = baseOf(in_, r, &count);
+    if (base < 0) return;
+    uint32_t end = std::min(count, piecesOf(r.offset + s.bytes, piece_));
+    need = std::max(need, static_cast<uint32_t>(base) + end);
+  };
+  if (readsSrc(s)) reads(s.src);
+  if (s.kind == StepKind::kLocalReduce) reads(s.dst);
+  return need;
 }
 
 bool IoGate::outputRange(const Step& s, uint32_t* lo, uint32_t* hi) const {
-  if (s.bytes == 0 || !writesDst(s) || !ownBuffer(s.dst, kOutputBuf)) return false;
-  *lo = static_cast<uint32_t>(s.dst.offset / piece_);
-  *hi = piecesOf(s.dst.offset + s.bytes, piece_);
-  return true;
+  if (s.bytes == 0 || !writesDst(s)) return false;
+  uint32_t count = 0;
+  int64_t base = baseOf(out_, s.dst, &count);
+  if (base < 0) return false;
+  // Clipped to the buffer: a write past its end is not this gate's to count.
+  uint32_t first = static_cast<uint32_t>(std::min<size_t>(s.dst.offset / piece_, count));
+  *lo = static_cast<uint32_t>(base) + first;
+  *hi = static_cast<uint32_t>(base) + std::min(count, piecesOf(s.dst.offset + s.bytes, piece_));
+  return *lo < *hi;
 }
 
 void IoGate::plan(const Schedule& s) {
-  // Output pieces: as many as the furthest write reaches.
-  uint32_t nOut = 0, lo = 0, hi = 0;
-  auto reach = [&](const Step& st) {
-    if (outputRange(st, &lo, &hi)) nOut = std::max(nOut, hi);
-  };
-  for (const Step& st : s.prologue) reach(st);
-  for (const Lane& l : s.lanes)
-    for (const Step& st : l.steps) reach(st);
+  const uint32_t nOut = outPieces_;
+  uint32_t lo = 0, hi = 0;
   pending_.assign(nOut, 0);
   next_ = 0;
 

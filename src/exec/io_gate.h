@@ -8,8 +8,10 @@
 // once every piece the step reads is counted; and as steps finish it
 // publishes how many output pieces, again in offset order, no step will
 // write any more, which the stream waits for before copying each piece
-// back. The input of a collective is buffer kInputBuf, its output
-// kOutputBuf (schedule.h); other buffers are not gated.
+// back. Which buffers are gated is the caller's to say (a collective's
+// kInputBuf and kOutputBuf, a Send/Recv batch's send and receive buffers,
+// schedule.h): input pieces are counted buffer after buffer in the order
+// given, output pieces likewise; other buffers are not gated.
 //
 // Offset order is not always the order a schedule reads in (a ring's rank
 // starts on its own chunk of a round), but rounds are at most a few chunks
@@ -29,11 +31,15 @@ namespace ferry {
 
 class IoGate {
  public:
-  // `staged` counts the input pieces in place (read with acquire);
-  // `publish(n)` says the first n output pieces are final, with n growing
-  // from call to call. Both must outlive the gate.
-  IoGate(size_t pieceBytes, const std::atomic<uint32_t>* staged,
-         std::function<void(uint32_t)> publish);
+  struct Buffer {
+    uint32_t index;  // a schedule buffer number (Region::buf)
+    size_t bytes;
+  };
+  // `staged` counts the pieces of `inputs` in place (read with acquire);
+  // `publish(n)` says the first n pieces of `outputs` are final, with n
+  // growing from call to call. Both must outlive the gate.
+  IoGate(size_t pieceBytes, std::vector<Buffer> inputs, std::vector<Buffer> outputs,
+         const std::atomic<uint32_t>* staged, std::function<void(uint32_t)> publish);
 
   static uint32_t piecesOf(size_t bytes, size_t pieceBytes) {
     return static_cast<uint32_t>((bytes + pieceBytes - 1) / pieceBytes);
@@ -61,12 +67,17 @@ class IoGate {
     return need == 0 || staged_->load(std::memory_order_acquire) >= need;
   }
   uint32_t inputNeed(const Step& s) const;
+  // Pieces counted before r's buffer in `list` (its first piece's number;
+  // *count: its pieces), or -1 when `list` does not gate r.
+  int64_t baseOf(const std::vector<Buffer>& list, const Region& r, uint32_t* count) const;
   // Output pieces [*lo, *hi) that `s` writes; false if none.
   bool outputRange(const Step& s, uint32_t* lo, uint32_t* hi) const;
   void release(uint32_t piece) { --pending_[piece]; }
   void advance();
 
   size_t piece_;
+  std::vector<Buffer> in_, out_;
+  uint32_t outPieces_ = 0;
   const std::atomic<uint32_t>* staged_;
   std::function<void(uint32_t)> publish_;
   uint32_t prologueNeed_ = 0;

@@ -61,6 +61,28 @@ TEST_F(DeviceAtTheEdge, CollectivesRunOnDeviceBuffersBehindTheStream) {
   EXPECT_EQ(staged, 2u * 4096);  // the input in, the result out
 }
 
+// A count past the end of a device allocation is refused before anything is
+// enqueued: no copy back into the caller's buffer runs (the staging it
+// would copy holds no result), and the communicator stays usable.
+TEST_F(DeviceAtTheEdge, ACountPastTheAllocationIsRefusedBeforeAnythingIsEnqueued) {
+  void* big = dev_->alloc(8192).take();
+  ASSERT_NE(big, nullptr);
+  std::vector<float> mark(1024, 7.0f), out(1024, 0.0f);
+  ASSERT_TRUE(dev_->copyAsync(buf_, mark.data(), 4096, nullptr).isOk());
+  // 8 KiB of input is there; the 8 KiB of output would leave buf_'s 4 KiB.
+  EXPECT_EQ(ncclAllReduce(big, buf_, 2048, ncclFloat, ncclSum, comm_, nullptr), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("testdev"), std::string::npos) << lastError();
+  ASSERT_TRUE(dev_->copyAsync(out.data(), buf_, 4096, nullptr).isOk());
+  ASSERT_TRUE(dev_->synchronize(nullptr, 10000).isOk());
+  EXPECT_EQ(out, mark);
+  unsigned long long staged = 0;
+  ASSERT_EQ(ferryCommStagedBytes(comm_, &staged), ncclSuccess);
+  EXPECT_EQ(staged, 0u);
+  ASSERT_EQ(ncclAllReduce(buf_, buf_, 1024, ncclFloat, ncclSum, comm_, nullptr), ncclSuccess);
+  ASSERT_TRUE(dev_->synchronize(nullptr, 10000).isOk());
+  EXPECT_TRUE(dev_->free(big).isOk());
+}
+
 // Registration of device memory is a record, as for host memory (the
 // bridge stages either way); a window must be host memory its peers map.
 TEST_F(DeviceAtTheEdge, RegistrationRecordsDeviceBuffersWindowsRefuseThem) {

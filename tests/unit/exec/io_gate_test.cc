@@ -16,10 +16,13 @@ namespace {
 
 constexpr size_t kPiece = 4096;
 
+// A collective's gate: input and output of `bytes` each.
 struct Gated {
+  explicit Gated(size_t bytes = 3 * kPiece) : gate(kPiece, {{kInputBuf, bytes}}, {{kOutputBuf, bytes}},
+                                                   &staged, [this](uint32_t n) { published.push_back(n); }) {}
   std::atomic<uint32_t> staged{0};
   std::vector<uint32_t> published;
-  IoGate gate{kPiece, &staged, [this](uint32_t n) { published.push_back(n); }};
+  IoGate gate;
 };
 
 Step copyAt(size_t inOff, size_t outOff, size_t bytes) {
@@ -51,7 +54,7 @@ TEST(IoGate, StepsThatReadNoInputNeverWait) {
 }
 
 TEST(IoGate, AnOutputPieceIsFinalOnceEveryLaneWroteItForTheLastTime) {
-  Gated g;
+  Gated g(3 * kPiece);
   // Piece 0: lane 0 steps 0 and 2, lane 1 step 0. Piece 1: lane 1 step 1.
   Schedule s{"t",
              {Lane{{copyAt(0, 0, 100), copyAt(0, 2 * kPiece, 10), copyAt(0, 200, 100)}},
@@ -72,8 +75,8 @@ TEST(IoGate, AnOutputPieceIsFinalOnceEveryLaneWroteItForTheLastTime) {
 
 TEST(IoGate, PiecesNoStepWritesArePublishedAtOnceAndTheProloguesCount) {
   Gated g;
-  // Piece 0 written by the prologue only, piece 1 by nobody (its range is
-  // below the furthest write), piece 2 by the prologue and then lane 0.
+  // Piece 0 written by the prologue only, piece 1 by nobody, piece 2 by the
+  // prologue and then lane 0.
   Schedule s{"t", {Lane{{copyAt(0, 2 * kPiece, kPiece)}}}};
   s.prologue = {copyAt(0, 0, kPiece), copyAt(0, 2 * kPiece, 10)};
   g.gate.plan(s);
@@ -102,7 +105,7 @@ TEST(IoGate, ARunIsHeldUntilItsInputIsStagedAndPublishesItsOutput) {
   class NoPeers : public ConnectionSource {
     Result<Connection*> connection(int) override { return internalError("no peers here"); }
   } none;
-  Gated g;
+  Gated g(kBytes);
   e.setGate(&g.gate);
   ASSERT_TRUE(e.start(none).isOk());
   bool moved = false;
@@ -130,6 +133,30 @@ TEST(IoGate, ARunIsHeldUntilItsInputIsStagedAndPublishesItsOutput) {
   ASSERT_TRUE(e.progress(&moved).isOk());
   EXPECT_TRUE(e.done());
   EXPECT_EQ(out[kPiece / 4], in[kPiece / 4]);
+}
+
+// A Send/Recv batch gates several buffers, counted one after the other in
+// the order given: buffer 2's pieces come after buffer 0's.
+TEST(IoGate, SeveralBuffersAreCountedInTheOrderGiven) {
+  std::atomic<uint32_t> staged{0};
+  std::vector<uint32_t> published;
+  IoGate gate(kPiece, {{2, 2 * kPiece}, {0, kPiece}}, {{1, kPiece}, {3, 2 * kPiece}}, &staged,
+              [&](uint32_t n) { published.push_back(n); });
+  Schedule s{"t", {Lane{{sendStep(1, {0, 0}, kPiece), sendStep(1, {2, 0}, kPiece)}},
+                   Lane{{recvStep(1, {3, kPiece}, kPiece), recvStep(1, {1, 0}, kPiece)}}}};
+  gate.plan(s);
+  EXPECT_EQ(gate.outputPieces(), 3u);
+  EXPECT_FALSE(gate.stepReady(0, 0));  // buffer 0 is pieces 2..2
+  staged = 2;
+  EXPECT_FALSE(gate.stepReady(0, 0));
+  EXPECT_TRUE(gate.stepReady(0, 1));
+  staged = 3;
+  EXPECT_TRUE(gate.stepReady(0, 0));
+  EXPECT_TRUE(gate.stepReady(1, 0));  // receives read nothing gated
+  gate.stepDone(1, 0);                // buffer 3's second piece: output piece 2
+  EXPECT_TRUE(published.empty());
+  gate.stepDone(1, 1);  // buffer 1: piece 0; buffer 3's first piece (1) nobody writes
+  EXPECT_EQ(published, std::vector<uint32_t>{3});
 }
 
 }  // namespace
