@@ -96,7 +96,14 @@ Status Executor::start(ConnectionSource& source, const OpInfo* info) {
   }
   lanesDone_ = 0;
   if (!refConns_.empty()) refConns_.clear();
-  slotWrites_.beginRun(sendBytes_, /*quiet=*/refChoice_.beginRun());
+  // The adaptive choices learn from run times; a gated run's time is the
+  // stream's, not theirs.
+  if (gate_) {
+    refChoice_.beginUntimedRun();
+    slotWrites_.beginRun(sendBytes_, /*quiet=*/true);
+  } else {
+    slotWrites_.beginRun(sendBytes_, /*quiet=*/refChoice_.beginRun());
+  }
   // A gated run's prologue waits for its input like any step (progressGeneral).
   if (gate_) gate_->plan(schedule_);
   prologuePending_ = gate_ && !gate_->prologueReady();

@@ -14,6 +14,7 @@ double RefChoice::Samples::median() const {
 }
 
 bool RefChoice::beginRun() {
+  untimed_ = false;
   if (!active_) return false;
   if (trialRuns_ == 0 && used_.full() && sinceTrial_ >= interval_) {
     trialRuns_ = 1;  // a trial of the other way begins with this run
@@ -28,6 +29,10 @@ bool RefChoice::beginRun() {
 }
 
 void RefChoice::endRun(bool otherTrial) {
+  if (untimed_) {
+    untimed_ = false;
+    return;
+  }
   if (!active_) return;
   recordRun(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count(),
             otherTrial);

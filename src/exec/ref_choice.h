@@ -56,6 +56,12 @@ class RefChoice {
   // A run begins. Returns whether it tries the other way: the ring's store
   // choice (SlotWrites) then stays quiet, so the time measures this one.
   bool beginRun();
+  // A run whose time says nothing about either way (a gated run waits for
+  // its input, io_gate.h): the way in use, nothing recorded at its end.
+  void beginUntimedRun() {
+    way_ = mode_;
+    untimed_ = true;
+  }
   // Whether this run sends pieces at or above the threshold by reference.
   bool atThreshold() const { return !active_ || way_ == 0; }
   // The run ended. `otherTrial`: the ring's store choice was on trial in it
@@ -82,6 +88,7 @@ class RefChoice {
   size_t bytes_ = 0;
   int mode_ = 0;            // the way in use
   int way_ = 0;             // this run's way
+  bool untimed_ = false;    // beginUntimedRun
   int trialRuns_ = 0;       // runs of the current trial so far (0: none)
   bool skipNext_ = true;    // the next run's time pays for a change of way
   uint32_t sinceTrial_ = 0;

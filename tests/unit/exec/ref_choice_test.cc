@@ -51,6 +51,26 @@ TEST(RefChoice, OpeningTrialSwitchesToTheCheaperWay) {
   for (int i = 0; i < 10; ++i) EXPECT_FALSE(run(c, 60));
 }
 
+// A gated run (the bridge's pipelined staging) takes the way in use and
+// leaves no trace: neither a sample nor a step towards the next trial.
+TEST(RefChoice, UntimedRunsTakeTheWayInUseAndCountNothing) {
+  RefChoice c = active();
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(run(c, i == 0 ? 900 : 100));
+  for (int i = 0; i < 3; ++i) {
+    c.beginUntimedRun();
+    EXPECT_TRUE(c.atThreshold());
+    c.endRun(false);
+  }
+  EXPECT_TRUE(c.beginRun());  // still the trial's first run
+  EXPECT_FALSE(c.atThreshold());
+  c.recordRun(300, false);
+  c.beginUntimedRun();  // mid-trial: the way in use, not the trial's
+  EXPECT_TRUE(c.atThreshold());
+  c.endRun(false);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(run(c, 60));
+  EXPECT_EQ(c.way(), 1);
+}
+
 TEST(RefChoice, ALosingTrialKeepsTheWayAndWaitsLonger) {
   RefChoice c = active();
   for (int i = 0; i < 4; ++i) run(c, 100);
