@@ -21,6 +21,10 @@ uint32_t* wordOf(const std::atomic<uint32_t>* a) {
   return reinterpret_cast<uint32_t*>(const_cast<std::atomic<uint32_t>*>(a));
 }
 
+void wakeAll(const std::atomic<uint32_t>* a) {
+  syscall(SYS_futex, wordOf(a), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
 void futexWait(const std::atomic<uint32_t>* a, uint32_t seen, int64_t us) {
   timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
   syscall(SYS_futex, wordOf(a), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
@@ -30,7 +34,7 @@ void futexWait(const std::atomic<uint32_t>* a, uint32_t seen, int64_t us) {
 
 void HostFlag::add(uint32_t n) {
   v_.fetch_add(n, std::memory_order_acq_rel);
-  syscall(SYS_futex, wordOf(&v_), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  wakeAll(&v_);
 }
 
 void HostFlag::raiseTo(uint32_t value) {
@@ -38,7 +42,7 @@ void HostFlag::raiseTo(uint32_t value) {
   while (static_cast<int32_t>(value - cur) > 0 &&
          !v_.compare_exchange_weak(cur, value, std::memory_order_acq_rel)) {
   }
-  syscall(SYS_futex, wordOf(&v_), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  wakeAll(&v_);
 }
 
 bool HostFlag::waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<bool>* abort) const {

@@ -166,9 +166,8 @@ class Comm final : public ConnectionSource {
   // Staging for device memory; what the bridge held in flight at most.
   static constexpr size_t kBridgeMaxHeldBytes = size_t(64) << 20;
   mem::StagingPool& bridgePool() { return bridgePool_; }
-  // Counts bytes copied through staging; the first time, one INFO line.
-  // Bytes staged for a device call; pieceBytes > 0: it was staged in
-  // pieces of that size (pipelined). Each is logged once per communicator.
+  // Counts bytes copied through staging for a device call; pieceBytes > 0:
+  // staged in pieces of that size. The first time of each, one INFO line.
   void noteStaged(const char* device, size_t bytes, size_t pieceBytes);
   uint64_t stagedBytes() const { return stagedBytes_.load(); }
 

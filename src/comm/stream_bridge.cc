@@ -23,9 +23,6 @@ struct StreamPart {
     size_t bytes;
   };
   std::vector<Copy> in, out;
-  // In pieces (IoGate): each input piece is counted once copied, each
-  // output piece waits until the run has published it.
-  bool pieces = false;
 };
 
 // Where a piece's flag waits are released all at once (the job is over).
@@ -142,17 +139,13 @@ Status BridgeJob::stageColl(CollTask& t) {
   t.dev = nullptr;
   t.stream = nullptr;
   if (pipelines(t)) {
-    p.pieces = true;
     // Published output pieces release the stream's waits one by one.
     piecesIn_ = p.dev->newFlag();  // the stream raises it: registered with the device
     std::vector<IoGate::Buffer> in, out;
     if (sb) in.push_back({kInputBuf, sb});
     if (rb) out.push_back({kOutputBuf, rb});
     gate_ = std::make_unique<IoGate>(pieceBytes_, std::move(in), std::move(out), piecesIn_->word(),
-                                     [this](uint32_t n) {
-                                       uint32_t v = done_->load();
-                                       if (n > v) done_->add(n - v);
-                                     });
+                                     [this](uint32_t n) { done_->raiseTo(n); });
     t.gate = gate_.get();
   }
   return Status::ok();
@@ -228,11 +221,9 @@ Status BridgeJob::build() {
 // back. The last task holds the job (and its staging) until then.
 Status BridgeJob::enqueueStreams(const std::shared_ptr<BridgeJob>& self) {
   const int64_t waitMs = std::max<int64_t>(4 * comm_->timeoutMs(), 120000);
+  // A gated job has one stream part (pipelines).
+  if (gate_) return enqueuePieces(parts_.front(), self, waitMs);
   for (StreamPart& p : parts_) {
-    if (p.pieces) {
-      FERRY_TRY(enqueuePieces(p, self, waitMs));
-      continue;
-    }
     for (const auto& c : p.in) FERRY_TRY(p.dev->copyAsync(c.dst, c.src, c.bytes, p.stream));
     FERRY_TRY(p.dev->hostFnAsync(p.stream, [self] { self->reached_.add(1); }));
     FERRY_TRY(p.dev->waitFlagAsync(p.stream, done_.get(), 1, waitMs));
@@ -242,8 +233,9 @@ Status BridgeJob::enqueueStreams(const std::shared_ptr<BridgeJob>& self) {
   return Status::ok();
 }
 
-// Pipelined: "reached" first, then each input piece and its count, then
-// each output piece once the run has published it (piece j: done_ > j).
+// Pipelined: "reached" first, then each input piece and its count (the
+// gate's input pieces), then each output piece once the run has published
+// it (piece j: done_ > j).
 Status BridgeJob::enqueuePieces(StreamPart& p, const std::shared_ptr<BridgeJob>& self,
                                 int64_t waitMs) {
   FERRY_TRY(p.dev->hostFnAsync(p.stream, [self] { self->reached_.add(1); }));

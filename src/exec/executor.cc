@@ -97,15 +97,15 @@ Status Executor::start(ConnectionSource& source, const OpInfo* info) {
   lanesDone_ = 0;
   if (!refConns_.empty()) refConns_.clear();
   // The adaptive choices learn from run times; a gated run's time is the
-  // stream's, not theirs.
+  // stream's, not theirs. Its prologue waits for its input like any step
+  // (progressGeneral).
   if (gate_) {
     refChoice_.beginUntimedRun();
     slotWrites_.beginRun(sendBytes_, /*quiet=*/true);
+    gate_->plan(schedule_);
   } else {
     slotWrites_.beginRun(sendBytes_, /*quiet=*/refChoice_.beginRun());
   }
-  // A gated run's prologue waits for its input like any step (progressGeneral).
-  if (gate_) gate_->plan(schedule_);
   prologuePending_ = gate_ && !gate_->prologueReady();
   if (!prologuePending_) FERRY_TRY(runPrologue());
   done_ = schedule_.lanes.empty() && !prologuePending_;

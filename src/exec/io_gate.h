@@ -55,7 +55,6 @@ class IoGate {
   bool stepReady(size_t lane, size_t step) const { return ready(need_[lane][step]); }
   // Step `step` of lane `lane` finished (steps of a lane finish in order).
   void stepDone(size_t lane, size_t step);
-  uint32_t published() const { return next_; }
   uint32_t outputPieces() const { return static_cast<uint32_t>(pending_.size()); }
 
  private:
