@@ -36,6 +36,13 @@ namespace ferry::accel {
 // backend's default stream.
 using StreamHandle = void*;
 
+// An opaque description of device memory another process can map
+// (Accelerator::exportMemory); trivially copyable, sent as bytes.
+struct IpcHandle {
+  char backend[16] = {};  // the exporting backend's name: importers check it
+  unsigned char data[64] = {};
+};
+
 class Accelerator {
  public:
   virtual ~Accelerator() = default;
@@ -99,6 +106,15 @@ class Accelerator {
   // enqueued then is recorded to run at each launch of the graph, while the
   // bridge's host side would run once, at the call.
   virtual Result<bool> capturing(StreamHandle /*s*/) { return false; }
+  // Sharing memory with the other processes of this host (CUDA IPC's
+  // part): exportMemory describes [p, p + bytes) of this backend's memory
+  // in a handle another process passes to importMemory, which maps it there
+  // and returns a pointer that process's backend takes as an operand of its
+  // copies and reductions (never host-accessible); closeImported unmaps it.
+  // Backends that cannot share memory refuse by name (kInvalidUsage).
+  virtual Status exportMemory(const void* p, size_t bytes, IpcHandle* out);
+  virtual Result<void*> importMemory(const IpcHandle& h, size_t bytes);
+  virtual Status closeImported(void* p);
   // Whether everything enqueued on s so far has run (cudaStreamQuery).
   virtual Result<bool> idle(StreamHandle s) = 0;
   // Blocks until everything enqueued on s so far has run, or fails after

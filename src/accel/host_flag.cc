@@ -22,12 +22,12 @@ uint32_t* wordOf(const std::atomic<uint32_t>* a) {
 }
 
 void wakeAll(const std::atomic<uint32_t>* a) {
-  syscall(SYS_futex, wordOf(a), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  syscall(SYS_futex, wordOf(a), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 void futexWait(const std::atomic<uint32_t>* a, uint32_t seen, int64_t us) {
   timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
-  syscall(SYS_futex, wordOf(a), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+  syscall(SYS_futex, wordOf(a), FUTEX_WAIT, seen, &ts, nullptr, 0);
 }
 
 }  // namespace

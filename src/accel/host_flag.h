@@ -5,7 +5,9 @@
 // when it reaches the operation, the progress thread sets the other when
 // the host collective is done, and the stream waits for it before copying
 // the result back (for CUDA, cuStreamWaitValue32 on the same word). Waits
-// spin briefly, then sleep on a futex: ranks outnumber cores here.
+// spin briefly, then sleep on a futex: ranks outnumber cores here. The
+// futex is a shared one, so a flag in memory other processes map
+// (mem/node_sync.h's device barriers) wakes their waiters too.
 #pragma once
 
 #include <atomic>

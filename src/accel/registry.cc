@@ -128,6 +128,18 @@ void probe() {
   }
 }
 
+Status Accelerator::exportMemory(const void*, size_t, IpcHandle*) {
+  return invalidUsage(std::string(name()) + ": sharing memory with other processes is not supported");
+}
+
+Result<void*> Accelerator::importMemory(const IpcHandle&, size_t) {
+  return invalidUsage(std::string(name()) + ": mapping another process's memory is not supported");
+}
+
+Status Accelerator::closeImported(void*) {
+  return invalidUsage(std::string(name()) + ": closeImported without importMemory");
+}
+
 Accelerator* streamOwner(StreamHandle s) {
   Created& c = created();
   std::lock_guard<std::mutex> g(c.mu);

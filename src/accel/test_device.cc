@@ -51,7 +51,9 @@ TestDevice::~TestDevice() {
 
 bool TestDevice::owns(const void* p) const {
   auto c = static_cast<const char*>(p);
-  return c >= device_ && c < device_ + kRegionBytes;
+  if (inRegion(c)) return true;
+  std::lock_guard<std::mutex> g(mu_);
+  return importOf(c) != nullptr;
 }
 
 size_t TestDevice::allocatedBytes() const {
@@ -106,9 +108,18 @@ Status TestDevice::free(void* p) {
 
 Result<char*> TestDevice::view(const void* p, size_t bytes) const {
   auto c = static_cast<const char*>(p);
-  if (!owns(p)) return const_cast<char*>(c);  // host memory: used as is
-  size_t off = static_cast<size_t>(c - device_);
   std::lock_guard<std::mutex> g(mu_);
+  if (!inRegion(c)) {
+    const Import* im = importOf(c);
+    if (!im) return const_cast<char*>(c);  // host memory: used as is
+    size_t off = static_cast<size_t>(c - (im->device + im->lead));
+    if (off + bytes > im->bytes)
+      return invalidArgument("testdev: " + std::to_string(bytes) + " bytes at offset " +
+                             std::to_string(off) + " leave another process's memory of " +
+                             std::to_string(im->bytes) + " bytes mapped here");
+    return im->shadow + im->lead + off;
+  }
+  size_t off = static_cast<size_t>(c - device_);
   auto it = live_.upper_bound(off);
   if (it == live_.begin()) return invalidArgument("testdev: a device pointer outside any allocation");
   --it;

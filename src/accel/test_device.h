@@ -46,6 +46,12 @@ class TestDevice final : public Accelerator {
   Status hostFnAsync(StreamHandle s, std::function<void()> fn) override;
   Status waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,
                        int64_t timeoutMs) override;
+  // IPC (test_device_ipc.cc): the handle names this process's memfd and
+  // the range's offset in it; an importer maps it twice, as its own memory
+  // is (PROT_NONE where users point, a shadow for the backend's work).
+  Status exportMemory(const void* p, size_t bytes, IpcHandle* out) override;
+  Result<void*> importMemory(const IpcHandle& h, size_t bytes) override;
+  Status closeImported(void* p) override;
   Result<bool> idle(StreamHandle s) override;
   Status synchronize(StreamHandle s, int64_t timeoutMs) override;
 
@@ -63,7 +69,21 @@ class TestDevice final : public Accelerator {
   Result<char*> view(const void* p, size_t bytes) const;
   Result<TestStream*> stream(StreamHandle s);
 
+  // Another process's memory mapped here (importMemory), by the address
+  // handed out.
+  struct Import {
+    char* device;     // PROT_NONE mapping (page-aligned)
+    char* shadow;     // its read-write twin
+    size_t mapBytes;  // both mappings' length
+    size_t lead;      // the handed-out address is device + lead
+    size_t bytes;
+  };
+  bool inRegion(const char* c) const { return c >= device_ && c < device_ + kRegionBytes; }
+  // The import holding c (under mu_), or null.
+  const Import* importOf(const char* c) const;
+
   int fd_;
+  std::map<const char*, Import> imports_;  // by handed-out address
   char* device_;  // PROT_NONE: the addresses users hold
   char* shadow_;  // read-write: the backend's view of the same pages
   mutable std::mutex mu_;

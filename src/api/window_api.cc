@@ -1,6 +1,7 @@
-// ncclCommWindowRegister / ncclCommWindowDeregister for host memory
-// (src/mem/window.h): collectives whose buffers lie in windows that every
-// rank of one host maps run as direct loads and stores (symmetric.cc).
+// ncclCommWindowRegister / ncclCommWindowDeregister for host and device
+// memory (src/mem/window.h): collectives whose buffers lie in windows that
+// every rank of one host maps run as direct loads and stores
+// (symmetric.cc), or on device memory as stream work (comm/device_direct.h).
 #include <nccl.h>
 
 #include "api/edge.h"
@@ -21,7 +22,7 @@ FERRY_EXPORT(ncclResult_t, ncclCommWindowRegister,
     FERRY_ASSIGN(Comm * c, readyComm(comm));
     FERRY_TRY(c->quiesce());
     FERRY_TRY(checkPtr(win, "win"));
-    FERRY_TRY(checkPtr(buff, "buff"));
+    FERRY_TRY(checkBuffer(buff, "buff"));  // host or device memory (mem/window.h)
     if (size == 0) return invalidArgument("size is 0");
     if (winFlags & ~(NCCL_WIN_COLL_SYMMETRIC | 0x2))
       return invalidArgument("unknown window flags " + std::to_string(winFlags));

@@ -10,6 +10,7 @@
 #include "comm/p2p_exchange.h"
 #include "comm/p2p_plan.h"
 #include "comm/registry.h"
+#include "comm/device_direct.h"
 #include "comm/stream_bridge.h"
 #include "comm/symmetric_bind.h"
 #include "core/config.h"
@@ -471,7 +472,10 @@ Status groupSimulateEnd(float* estimatedUs) {
 Status enqueueColl(const CollTask& t) {
   GroupState& g = group();
   if (t.dev) [[unlikely]] {
-    if (g.depth == 0) return bridgeSubmit(t.comm, {t}, {});
+    if (g.depth == 0) {
+      FERRY_ASSIGN(bool direct, submitDeviceDirect(t.comm, t));
+      return direct ? Status::ok() : bridgeSubmit(t.comm, {t}, {});
+    }
     CommTasks& q = g.of(t.comm);
     q.colls.push_back(t);
     q.device = true;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "accel/host_flag.h"
 #include "core/status.h"
 #include "mem/shared_alloc.h"
 #include "transports/transport.h"
@@ -51,11 +52,21 @@ class NodeSync {
   void publish(const SymDescriptor& d);
   int firstMismatch(SymDescriptor* theirs) const;
 
+  // Device barriers (comm/device_direct.h) are stream work: each rank's
+  // stream raises its own flag to the barrier's number and waits for every
+  // rank's flag to reach it. Numbers are handed out when the work is
+  // enqueued, in call order, which every rank shares; the flags are apart
+  // from the host barriers', which run at call time.
+  uint32_t nextDeviceBarrier() { return ++devGen_; }
+  accel::HostFlag* deviceFlag(int rank) const { return &pages_[rank]->devArrived; }
+  int nranks() const { return static_cast<int>(pages_.size()); }
+
  private:
   struct alignas(64) Page {
     std::atomic<uint64_t> arrived;
     char pad[56];
     SymDescriptor desc;
+    alignas(64) accel::HostFlag devArrived;
   };
   NodeSync() = default;
 
@@ -63,6 +74,7 @@ class NodeSync {
   std::vector<Page*> pages_;  // by rank (own_ for this rank)
   std::vector<PeerMapping> maps_;
   uint64_t gen_ = 0;
+  uint32_t devGen_ = 0;
 };
 
 }  // namespace ferry::mem

@@ -10,6 +10,9 @@
 namespace ferry::mem {
 namespace {
 
+// How long a window's removal waits for device-window work still queued.
+constexpr int64_t kDrainMs = 60000;
+
 // What each rank tells the others about its buffer.
 struct WindowInfo {
   int32_t pid = 0;
@@ -17,6 +20,9 @@ struct WindowInfo {
   uint64_t fileOffset = 0;
   uint64_t bytes = 0;
   uint64_t hostHash = 0;
+  uint32_t device = 0;       // 1: device memory, described by `handle`
+  uint32_t exported = 0;     // 1: `handle` is valid
+  accel::IpcHandle handle;
 };
 
 // Every rank's verdict: did it map everything it needed?
@@ -35,7 +41,13 @@ Result<std::vector<WindowInfo>> exchangeInfo(PeerExchange& ex, int rank,
   all[rank].bytes = w.bytes;
   all[rank].hostHash = peers[rank].hostHash;
   SharedRange range;
-  if (lookupShared(w.base, w.bytes, &range)) {
+  if (w.device) {
+    all[rank].device = 1;
+    Status st = w.device->exportMemory(w.base, w.bytes, &all[rank].handle);
+    all[rank].exported = st.isOk() ? 1 : 0;
+    if (!st.isOk()) FERRY_INFO(log::kInit, "window on %s memory not shared: %s", w.device->name(),
+                               st.message().c_str());
+  } else if (lookupShared(w.base, w.bytes, &range)) {
     all[rank].fd = range.fd;
     all[rank].fileOffset = range.fileOffset;
   }
@@ -49,13 +61,29 @@ Result<std::vector<WindowInfo>> exchangeInfo(PeerExchange& ex, int rank,
   return all;
 }
 
+// Imports rank r's device window into w; "" when done, else why not.
+std::string importOne(const WindowInfo& theirs, size_t r, Window* w) {
+  if (!theirs.exported) return "rank " + std::to_string(r) + "'s device memory cannot be shared";
+  Result<void*> p = w->device->importMemory(theirs.handle, w->bytes);
+  if (!p.isOk()) return p.status().message();
+  w->peerBase[r] = static_cast<char*>(p.value());
+  w->imported.push_back(p.value());
+  return "";
+}
+
 // Maps every other rank's buffer into w; "" when all are mapped, else why not.
 std::string mapEach(const std::vector<WindowInfo>& all, int rank, Window* w) {
   if (all.size() < 2) return "one rank";
   for (size_t r = 0; r < all.size(); ++r) {
     if (static_cast<int>(r) == rank) continue;
-    if (all[r].fd < 0) return "rank " + std::to_string(r) + "'s buffer is not from ncclMemAlloc";
     if (all[r].hostHash != all[rank].hostHash) return "rank " + std::to_string(r) + " is on another host";
+    if (all[r].device != all[rank].device)
+      return "rank " + std::to_string(r) + "'s buffer is " + (all[r].device ? "" : "not ") + "device memory";
+    if (w->device) {
+      if (std::string why = importOne(all[r], r, w); !why.empty()) return why;
+      continue;
+    }
+    if (all[r].fd < 0) return "rank " + std::to_string(r) + "'s buffer is not from ncclMemAlloc";
     Result<PeerMapping> m = PeerMapping::map(all[r].pid, all[r].fd, all[r].fileOffset, w->bytes);
     if (!m.isOk()) return m.status().message();
     w->peerBase[r] = m.value().data();
@@ -75,6 +103,10 @@ Result<Window*> WindowTable::add(PeerExchange& ex, int rank, const std::vector<P
   w->flags = flags;
   w->peerBase.assign(peers.size(), nullptr);
   w->peerBase[rank] = w->base;
+  if (accel::anyDevice()) {
+    accel::Accelerator& owner = accel::ownerOf(buff);
+    if (&owner != &accel::host()) w->device = &owner;
+  }
   FERRY_ASSIGN(std::vector<WindowInfo> all, exchangeInfo(ex, rank, peers, *w));
   std::string why = mapEach(all, rank, w.get());
   FERRY_ASSIGN(bool everyone, agree(ex, rank, peers.size(), why.empty()));
@@ -84,11 +116,13 @@ Result<Window*> WindowTable::add(PeerExchange& ex, int rank, const std::vector<P
   w->shared = everyone;
   if (!everyone) {
     w->maps.clear();
+    for (void* p : w->imported) (void)w->device->closeImported(p);
+    w->imported.clear();
     std::fill(w->peerBase.begin(), w->peerBase.end(), nullptr);
     w->peerBase[rank] = w->base;
   }
-  FERRY_INFO(log::kInit, "window %u: %zu bytes at %p, %s%s%s", w->id, w->bytes,
-             static_cast<void*>(w->base), everyone ? "shared by every rank (symmetric collectives)"
+  FERRY_INFO(log::kInit, "window %u: %zu bytes of %s memory at %p, %s%s%s", w->id, w->bytes,
+             w->device ? w->device->name() : "host", static_cast<void*>(w->base), everyone ? "shared by every rank (symmetric collectives)"
                                                    : "not shared",
              why.empty() ? "" : ": ", why.c_str());
   windows_.push_back(std::move(w));
@@ -114,8 +148,36 @@ Status WindowTable::remove(const void* w) {
   auto it = std::find_if(windows_.begin(), windows_.end(),
                          [w](const std::unique_ptr<Window>& x) { return x.get() == w; });
   if (it == windows_.end()) return invalidArgument("win is not a window of this communicator");
+  if ((*it)->device) drainStreams(kDrainMs);
   windows_.erase(it);
   return Status::ok();
+}
+
+Window::~Window() {
+  for (void* p : imported) (void)device->closeImported(p);
+}
+
+void WindowTable::noteStream(accel::Accelerator* dev, accel::StreamHandle s) {
+  for (const auto& [d, x] : streams_)
+    if (d == dev && x == s) return;
+  streams_.emplace_back(dev, s);
+}
+
+// A stream the caller destroyed meanwhile is refused by its backend: it has
+// nothing of ours left to run.
+void WindowTable::drainStreams(int64_t timeoutMs) {
+  for (const auto& [dev, s] : streams_) {
+    if (!dev->ownsStream(s)) continue;
+    Status st = dev->synchronize(s, timeoutMs);
+    if (!st.isOk() && st.code() == Code::kTimeout)
+      FERRY_WARN("windows: a stream still runs device-window work after %lld ms: %s",
+                 static_cast<long long>(timeoutMs), st.message().c_str());
+  }
+  streams_.clear();
+}
+
+WindowTable::~WindowTable() {
+  if (!streams_.empty()) drainStreams(kDrainMs);
 }
 
 const Window* WindowTable::find(const void* p, size_t bytes, size_t* offset) const {

@@ -1,4 +1,4 @@
-// Windows: ncclCommWindowRegister for host memory.
+// Windows: ncclCommWindowRegister for host and device memory.
 //
 // Registering is collective: every rank names a buffer of the same size
 // (normally from ncclMemAlloc, which is shared memory: shared_alloc.h), the
@@ -6,7 +6,10 @@
 // this host. A window is "shared" when every rank mapped every other rank's
 // window, i.e. all ranks are on one host and all buffers came from
 // ncclMemAlloc; only then may collectives on it run as direct loads and
-// stores (algorithms/symmetric.cc). Any other window is still valid: its
+// stores (algorithms/symmetric.cc). Device memory (every rank's from one
+// backend that can share it) is shared the same way through the backend's
+// IPC handles, and its collectives run as that backend's stream work
+// (comm/device_direct.h). Any other window is still valid: its
 // collectives take the usual paths. The ranks also agree, by one more
 // exchange, on whether it is shared, so they always decide alike.
 #pragma once
@@ -17,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "accel/accelerator.h"
 #include "core/status.h"
 #include "mem/node_sync.h"
 #include "mem/shared_alloc.h"
@@ -25,6 +29,11 @@
 namespace ferry::mem {
 
 struct Window {
+  Window() = default;
+  Window(const Window&) = delete;
+  Window& operator=(const Window&) = delete;
+  ~Window();  // unmaps what it imported
+
   uint32_t id = 0;              // registration order, equal on every rank
   char* base = nullptr;
   size_t bytes = 0;
@@ -32,6 +41,11 @@ struct Window {
   bool shared = false;
   std::vector<char*> peerBase;  // rank -> its window mapped here (shared windows)
   std::vector<PeerMapping> maps;
+  // Device memory (every rank's, of one backend): peers' windows are
+  // imported through the backend (Accelerator::importMemory) and are
+  // operands of its stream work only (comm/device_direct.h).
+  accel::Accelerator* device = nullptr;
+  std::vector<void*> imported;
 };
 
 class WindowTable {
@@ -47,10 +61,18 @@ class WindowTable {
   NodeSync* sync() const { return sync_.get(); }
   bool empty() const { return windows_.empty(); }
 
+  // Streams that work on device windows was enqueued on: drained (with a
+  // deadline) before a window is removed and before the table goes, since
+  // that work reads the peers' mappings and the sync pages.
+  void noteStream(accel::Accelerator* dev, accel::StreamHandle s);
+  void drainStreams(int64_t timeoutMs);
+  ~WindowTable();
+
  private:
   Result<bool> makeSync(PeerExchange& ex, int rank, const std::vector<PeerInfo>& peers,
                         std::string* why);
 
+  std::vector<std::pair<accel::Accelerator*, accel::StreamHandle>> streams_;
   std::vector<std::unique_ptr<Window>> windows_;
   std::unique_ptr<NodeSync> sync_;
   uint32_t nextId_ = 1;

@@ -16,6 +16,16 @@ char* WindowBinding::base(int peer, uint32_t buf) const {
   return a.window->peerBase[peer] + a.offset + static_cast<size_t>(peer) * a.stride;
 }
 
+accel::Accelerator* WindowBinding::device() const {
+  accel::Accelerator* dev = nullptr;
+  for (const PeerArea* a : {&in_, &out_}) {
+    if (!a->window) continue;
+    if (!a->window->device || (dev && dev != a->window->device)) return nullptr;
+    dev = a->window->device;
+  }
+  return dev;
+}
+
 // The first barrier of the call carries its descriptor.
 void WindowBinding::arrive() {
   if (arrivals_++ == 0) sync_->publish(desc_);

@@ -27,6 +27,9 @@ class WindowBinding final : public PeerMemory {
   void arrive() override;
   Result<bool> passed() override;
   void waitingOn(std::vector<int>* peers) const override { sync_->waitingOn(peers); }
+  // The backend whose memory every window of this call is, or null (host
+  // windows, or a mix).
+  accel::Accelerator* device() const;
 
  private:
   NodeSync* sync_;

@@ -1,0 +1,301 @@
+// Device windows (issue 14): ncclMemAlloc'd test-device memory registered
+// with ncclCommWindowRegister is shared between the ranks of the host
+// through the backend's IPC handles, and AllReduce, ReduceScatter,
+// AllGather and Broadcast on it run as stream work on the peers' memory
+// (comm/device_direct.h) instead of through host staging:
+//  - exact results at 2-4 ranks, in place and out, several sizes, dtypes
+//    and ops, with guard elements after every output; nothing staged
+//    (ferryCommStagedBytes 0) and each rank's log names the stream path;
+//  - Avg and PreMulSum, which the path does not take, go through the bridge
+//    on the same windows and are exact too;
+//  - the call returns before its stream ran it (a slow stream worker);
+//  - a peer that never arrives: the survivor's stream gives up after the
+//    communicator's timeout and ncclCommGetAsyncError reports it.
+// Host memory cannot touch test-device memory, so every buffer is filled
+// and read through a host mirror copied on the collective's own stream.
+#include <ferry/device.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/mp/coll_cases.h"
+
+namespace ferry::mp {
+namespace {
+
+const std::string& logDir() { return testLogDir("devwin"); }
+
+constexpr size_t kArenaBytes = 8 << 20;
+constexpr size_t kGuardElems = 16;
+
+// A device window (input half, output half) and its host mirror.
+struct Arena {
+  void* base = nullptr;
+  ncclWindow_t win = nullptr;
+  void* stream = nullptr;
+  std::vector<char> host = std::vector<char>(kArenaBytes);
+  char* in() { return host.data(); }
+  char* out() { return host.data() + kArenaBytes / 2; }
+  // The device address of a mirror address.
+  char* dev(const char* h) { return static_cast<char*>(base) + (h - host.data()); }
+};
+
+int openArena(const Rank& me, Arena* a) {
+  MP_NCCL(ncclMemAlloc(&a->base, kArenaBytes));
+  MP_NCCL(ncclCommWindowRegister(me.comm, a->base, kArenaBytes, &a->win, NCCL_WIN_COLL_SYMMETRIC));
+  MP_NCCL(ferryDeviceStreamCreate(&a->stream));
+  return 0;
+}
+
+int closeArena(const Rank& me, Arena* a) {
+  MP_NCCL(ferryDeviceStreamSynchronize(a->stream));
+  MP_NCCL(ncclCommWindowDeregister(me.comm, a->win));
+  MP_NCCL(ferryDeviceStreamDestroy(a->stream));
+  MP_NCCL(ncclMemFree(a->base));
+  return 0;
+}
+
+// Mirror -> device, the call, device -> mirror, all on the arena's stream.
+int onDevice(Arena* a, const std::function<ncclResult_t()>& call) {
+  MP_NCCL(ferryDeviceMemcpyAsync(a->base, a->host.data(), kArenaBytes, a->stream));
+  MP_NCCL(call());
+  MP_NCCL(ferryDeviceMemcpyAsync(a->host.data(), a->base, kArenaBytes, a->stream));
+  MP_NCCL(ferryDeviceStreamSynchronize(a->stream));
+  return 0;
+}
+
+void sentinel(ncclDataType_t dt, void* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) encodeValue(dt, sentinelValue(dt), p, i);
+}
+
+int checkRange(ncclDataType_t dt, const void* p, size_t n, const std::function<double(size_t)>& want,
+               const std::string& what, bool guards = true) {
+  for (size_t i = 0; i < n; ++i) {
+    double got = decodeValue(dt, p, i);
+    MP_CHECK(got == want(i), "%s: element %zu is %g, expected %g", what.c_str(), i, got, want(i));
+  }
+  for (size_t i = n; guards && i < n + kGuardElems; ++i)
+    MP_CHECK(decodeValue(dt, p, i) == sentinelValue(dt), "%s: guard %zu overwritten", what.c_str(), i - n);
+  return 0;
+}
+
+int withOp(const Rank& me, const RedCase& c, const std::function<ncclResult_t(ncclRedOp_t)>& call,
+           ncclResult_t* r) {
+  ncclRedOp_t op;
+  MP_NCCL(acquireOp(c.op, c.dt, me.comm, &op));
+  *r = call(op);
+  MP_NCCL(releaseOp(c.op, op, me.comm));
+  return 0;
+}
+
+int allReduce(const Rank& me, Arena& a, const RedCase& c, size_t count, bool inPlace) {
+  std::string what = "AllReduce " + std::string(opName(c.op)) + " count " + std::to_string(count) +
+                     (inPlace ? " in place" : "");
+  char* out = inPlace ? a.in() : a.out();
+  sentinel(c.dt, a.out(), count + kGuardElems);
+  sentinel(c.dt, a.in(), count + kGuardElems);
+  for (size_t i = 0; i < count; ++i) encodeValue(c.dt, redInput(c, me.rank, i), a.in(), i);
+  ncclResult_t r = ncclSuccess;
+  MP_TRY(onDevice(&a, [&] {
+    ncclResult_t w = withOp(me, c, [&](ncclRedOp_t op) {
+      return ncclAllReduce(a.dev(a.in()), a.dev(out), count, c.dt, op, me.comm, static_cast<cudaStream_t>(a.stream));
+    }, &r) == 0 ? ncclSuccess : ncclInternalError;
+    return r != ncclSuccess ? r : w;
+  }));
+  return checkRange(c.dt, out, count, [&](size_t i) { return redExpected(c, i); }, what);
+}
+
+int reduceScatter(const Rank& me, Arena& a, const RedCase& c, size_t count, bool inPlace) {
+  std::string what = "ReduceScatter " + std::string(opName(c.op)) + " count " + std::to_string(count) +
+                     (inPlace ? " in place" : "");
+  size_t total = count * me.nranks, e = dtypeSize(c.dt);
+  char* out = inPlace ? a.in() + me.rank * count * e : a.out();
+  sentinel(c.dt, a.out(), count + kGuardElems);
+  sentinel(c.dt, a.in(), total + kGuardElems);
+  for (size_t i = 0; i < total; ++i) encodeValue(c.dt, redInput(c, me.rank, i), a.in(), i);
+  ncclResult_t r = ncclSuccess;
+  MP_TRY(onDevice(&a, [&] {
+    ncclResult_t w = withOp(me, c, [&](ncclRedOp_t op) {
+      return ncclReduceScatter(a.dev(a.in()), a.dev(out), count, c.dt, op, me.comm,
+                               static_cast<cudaStream_t>(a.stream));
+    }, &r) == 0 ? ncclSuccess : ncclInternalError;
+    return r != ncclSuccess ? r : w;
+  }));
+  size_t base = me.rank * count;
+  // In place the guard after my block is the next rank's input block.
+  bool guards = !inPlace || me.rank + 1 == me.nranks;
+  return checkRange(c.dt, out, count, [&](size_t i) { return redExpected(c, base + i); }, what, guards);
+}
+
+int allGather(const Rank& me, Arena& a, ncclDataType_t dt, size_t count, bool inPlace) {
+  std::string what = "AllGather count " + std::to_string(count) + (inPlace ? " in place" : "");
+  size_t total = count * me.nranks;
+  char* in = inPlace ? a.out() + me.rank * count * dtypeSize(dt) : a.in();
+  sentinel(dt, a.out(), total + kGuardElems);
+  for (size_t i = 0; i < count; ++i) encodeValue(dt, moveValue(dt, me.rank, i), in, i);
+  MP_TRY(onDevice(&a, [&] {
+    return ncclAllGather(a.dev(in), a.dev(a.out()), count, dt, me.comm, static_cast<cudaStream_t>(a.stream));
+  }));
+  return checkRange(dt, a.out(), total, [&](size_t i) { return moveValue(dt, int(i / count), i % count); }, what);
+}
+
+int broadcast(const Rank& me, Arena& a, ncclDataType_t dt, size_t count, int root, bool inPlace) {
+  std::string what = "Broadcast count " + std::to_string(count) + " root " + std::to_string(root) +
+                     (inPlace ? " in place" : "");
+  char* in = inPlace ? a.out() : a.in();
+  sentinel(dt, a.out(), count + kGuardElems);
+  if (me.rank == root)
+    for (size_t i = 0; i < count; ++i) encodeValue(dt, moveValue(dt, root, i), in, i);
+  MP_TRY(onDevice(&a, [&] {
+    return ncclBroadcast(a.dev(in), a.dev(a.out()), count, dt, root, me.comm, static_cast<cudaStream_t>(a.stream));
+  }));
+  return checkRange(dt, a.out(), count, [&](size_t i) { return moveValue(dt, root, i); }, what);
+}
+
+std::vector<RedCase> directCases(int n) {
+  return {{ncclInt32, TestOp::kSum, n}, {ncclFloat32, TestOp::kMax, n}, {ncclBfloat16, TestOp::kSum, n},
+          {ncclInt8, TestOp::kProd, n}, {ncclFloat64, TestOp::kMin, n}};
+}
+
+int everyCollective(const Rank& me, Arena& a) {
+  for (bool inPlace : {false, true}) {
+    for (const RedCase& c : directCases(me.nranks))
+      for (size_t count : {size_t{1}, size_t{7}, size_t{5000}}) MP_TRY(allReduce(me, a, c, count, inPlace));
+    MP_TRY(allReduce(me, a, {ncclInt32, TestOp::kSum, me.nranks}, 300007, inPlace));
+    for (const RedCase& c : directCases(me.nranks))
+      for (size_t count : {size_t{1}, size_t{700}, size_t{70001}}) MP_TRY(reduceScatter(me, a, c, count, inPlace));
+    for (ncclDataType_t dt : {ncclInt32, ncclUint8, ncclFloat64})
+      for (size_t count : {size_t{1}, size_t{700}, size_t{70001}}) MP_TRY(allGather(me, a, dt, count, inPlace));
+    for (int root : {0, me.nranks - 1})
+      for (size_t count : {size_t{3}, size_t{300001}}) MP_TRY(broadcast(me, a, ncclInt32, count, root, inPlace));
+  }
+  return 0;
+}
+
+int stagedBytes(const Rank& me, unsigned long long* staged) {
+  MP_NCCL(ferryCommStagedBytes(me.comm, staged));
+  return 0;
+}
+
+RunOptions opts(const std::string& tag, Env env = {}, int timeoutSec = 240) {
+  env["FERRY_DEVICE"] = "testdev";
+  return loggedOptions(logDir(), tag, "INIT,COLL", std::move(env), timeoutSec);
+}
+
+class MpDeviceWindow : public ::testing::TestWithParam<int> {};
+
+TEST_P(MpDeviceWindow, EveryCollectiveExactWithoutStaging) {
+  int n = GetParam();
+  std::string tag = "all" + std::to_string(n);
+  RunResult res = runRanks(n, [](int rank, int nranks, const ncclUniqueId& id) {
+    return withComm(rank, nranks, id, [](const Rank& me) {
+      Arena a;
+      MP_TRY(openArena(me, &a));
+      MP_TRY(everyCollective(me, a));
+      unsigned long long staged = 1;
+      MP_TRY(stagedBytes(me, &staged));
+      MP_CHECK(staged == 0, "rank %d: %llu bytes staged on device windows", me.rank, staged);
+      return closeArena(me, &a);
+    });
+  }, opts(tag));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), tag, "of testdev memory at"), n);
+  EXPECT_EQ(logFilesWith(logDir(), tag, "shared by every rank"), n);
+  for (const char* k : {"AllReduce on testdev windows", "ReduceScatter on testdev windows",
+                        "AllGather on testdev windows", "Broadcast on testdev windows"})
+    EXPECT_EQ(logFilesWith(logDir(), tag, k), n) << k;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MpDeviceWindow, ::testing::Values(2, 3, 4));
+
+// Avg and PreMulSum are not stream work here: the bridge stages them, on
+// the same window buffers, exactly.
+TEST(MpDeviceWindowBridge, AvgAndPreMulSumAreStagedAndExact) {
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    return withComm(rank, nranks, id, [](const Rank& me) {
+      Arena a;
+      MP_TRY(openArena(me, &a));
+      for (TestOp op : {TestOp::kAvg, TestOp::kPreMulSum})
+        MP_TRY(allReduce(me, a, {op == TestOp::kAvg ? ncclInt32 : ncclFloat16, op, me.nranks}, 5000, false));
+      unsigned long long staged = 0;
+      MP_TRY(stagedBytes(me, &staged));
+      MP_CHECK(staged > 0, "rank %d: Avg/PreMulSum on device windows staged nothing", me.rank);
+      return closeArena(me, &a);
+    });
+  }, opts("bridge"));
+  EXPECT_RANKS_OK(res);
+}
+
+// NCCL's stream contract on the direct path: with every stream task slowed,
+// rank 0's call returns while its stream still has the collective ahead,
+// before rank 1 has even uploaded its input; the copy enqueued after it
+// reads the sum (a stream that did not wait for rank 1 reads zeros).
+TEST(MpDeviceWindowStream, CallReturnsBeforeTheWork) {
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    return withComm(rank, nranks, id, [](const Rank& me) {
+      Arena a;
+      MP_TRY(openArena(me, &a));
+      MP_NCCL(ferryDeviceSetTaskDelayUs(2000));
+      const size_t n = 4096;
+      std::vector<int32_t> in(n), out(n, -1);
+      for (size_t i = 0; i < n; ++i) in[i] = me.rank + int32_t(i);
+      char* dout = static_cast<char*>(a.base) + kArenaBytes / 2;
+      if (me.rank == 1) {
+        // Late: rank 0's stream must wait for this input, not read it early.
+        MP_CHECK(harnessBarrier(1), "barrier");
+        usleep(30000);
+      }
+      MP_NCCL(ferryDeviceMemcpyAsync(a.base, in.data(), n * 4, a.stream));
+      MP_NCCL(ncclAllReduce(a.base, dout, n, ncclInt32, ncclSum, me.comm, static_cast<cudaStream_t>(a.stream)));
+      if (me.rank == 0) {
+        MP_EXPECT_RESULT(ferryDeviceStreamQuery(a.stream), ncclInProgress);
+        MP_CHECK(harnessBarrier(1), "barrier");
+      }
+      MP_NCCL(ferryDeviceMemcpyAsync(out.data(), dout, n * 4, a.stream));
+      MP_NCCL(ferryDeviceStreamSynchronize(a.stream));
+      for (size_t i = 0; i < n; ++i)
+        MP_CHECK(out[i] == 1 + 2 * int32_t(i), "rank %d: element %zu is %d", me.rank, i, out[i]);
+      MP_NCCL(ferryDeviceSetTaskDelayUs(0));
+      return closeArena(me, &a);
+    });
+  }, opts("contract"));
+  EXPECT_RANKS_OK(res);
+}
+
+// Rank 1 registers its window and leaves: rank 0's AllReduce waits on its
+// stream for rank 1's flag, gives up after the communicator's timeout, and
+// the communicator reports the failure; the stream is released.
+TEST(MpDeviceWindowStream, DeadPeerFailsTheCommunicatorAndReleasesTheStream) {
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    ncclComm_t comm;
+    MP_NCCL(initComm(&comm, nranks, id, rank));
+    Rank me{comm, rank, nranks};
+    Arena a;
+    MP_TRY(openArena(me, &a));
+    if (rank == 1) _exit(0);  // leaves without a word
+    MP_NCCL(ncclAllReduce(a.base, static_cast<char*>(a.base) + kArenaBytes / 2, 1024, ncclInt32, ncclSum, comm,
+                          static_cast<cudaStream_t>(a.stream)));
+    // The stream waits as long as the communicator's timeout, and so does
+    // one synchronize: ask until it is through.
+    ncclResult_t sync = ncclInternalError;
+    for (int i = 0; i < 10 && sync != ncclSuccess; ++i) sync = ferryDeviceStreamSynchronize(a.stream);
+    MP_CHECK(sync == ncclSuccess, "the stream was not released: %s", resultName(sync).c_str());
+    ncclResult_t async = ncclSuccess;
+    MP_NCCL(ncclCommGetAsyncError(comm, &async));
+    MP_CHECK(async != ncclSuccess && async != ncclInProgress,
+             "the AllReduce with a dead peer left async error %d", static_cast<int>(async));
+    ncclCommAbort(comm);
+    MP_NCCL(ferryDeviceStreamDestroy(a.stream));
+    MP_NCCL(ncclMemFree(a.base));
+    return 0;
+  }, opts("dead", {{"FERRY_TIMEOUT_MS", "3000"}}, 120));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "dead", "did not reach barrier"), 1);
+}
+
+}  // namespace
+}  // namespace ferry::mp
