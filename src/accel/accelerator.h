@@ -40,7 +40,7 @@ using StreamHandle = void*;
 // (Accelerator::exportMemory); trivially copyable, sent as bytes.
 struct IpcHandle {
   char backend[16] = {};  // the exporting backend's name: importers check it
-  unsigned char data[64] = {};
+  unsigned char data[128] = {};
 };
 
 class Accelerator {

@@ -10,8 +10,10 @@
 // build had no nvcc, reduceAsync says so.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "accel/accelerator.h"
@@ -51,6 +53,13 @@ class CudaAccelerator final : public Accelerator {
   bool copyEngines() const override { return true; }
   Status waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,
                        int64_t timeoutMs) override;
+  // CUDA IPC (cuda_accel_ipc.cc): the allocation's cuIpcGetMemHandle and
+  // the range's offset in it; an allocation opened twice in this process
+  // (two windows in one peer buffer) is opened once and counted, as CUDA
+  // maps a handle once per process.
+  Status exportMemory(const void* p, size_t bytes, IpcHandle* out) override;
+  Result<void*> importMemory(const IpcHandle& h, size_t bytes) override;
+  Status closeImported(void* p) override;
   Result<bool> capturing(StreamHandle s) override;
   Result<bool> idle(StreamHandle s) override;
   Status synchronize(StreamHandle s, int64_t timeoutMs) override;
@@ -76,6 +85,13 @@ class CudaAccelerator final : public Accelerator {
   char* slab_ = nullptr;  // kFlagSlots flags, registered with the device
   cu::DevicePtr slabDev_ = 0;
   std::vector<uint32_t> freeSlots_;
+  struct Opened {
+    cu::DevicePtr base;
+    int refs;
+  };
+  std::map<std::string, Opened> opened_;      // by handle bytes
+  // importMemory's pointers -> their handle's key, times returned
+  std::map<const void*, std::pair<std::string, int>> imports_;
 };
 
 }  // namespace ferry::accel

@@ -42,6 +42,10 @@ Result<std::unique_ptr<CudaDriver>> CudaDriver::load(const std::string& path) {
   resolve(lib, "cuStreamQuery", &d->streamQuery, &missing);
   resolve(lib, "cuStreamIsCapturing", &d->streamIsCapturing, &missing);
   resolve(lib, "cuGetErrorString", &d->getErrorString, &missing);
+  resolve(lib, "cuMemGetAddressRange_v2", &d->memGetAddressRange, &missing);
+  resolve(lib, "cuIpcGetMemHandle", &d->ipcGetMemHandle, &missing);
+  resolve(lib, "cuIpcOpenMemHandle_v2", &d->ipcOpenMemHandle, &missing);
+  resolve(lib, "cuIpcCloseMemHandle", &d->ipcCloseMemHandle, &missing);
   resolve(lib, "cuModuleLoadData", &d->moduleLoadData, &missing);
   resolve(lib, "cuModuleGetFunction", &d->moduleGetFunction, &missing);
   resolve(lib, "cuLaunchKernel", &d->launchKernel, &missing);

@@ -34,6 +34,10 @@ constexpr unsigned kWaitValueGeq = 0;           // CU_STREAM_WAIT_VALUE_GEQ
 constexpr int kCaptureStatusNone = 0;           // CU_STREAM_CAPTURE_STATUS_NONE
 constexpr unsigned kHostRegisterPortable = 1;   // CU_MEMHOSTREGISTER_PORTABLE
 constexpr unsigned kHostRegisterDeviceMap = 2;  // CU_MEMHOSTREGISTER_DEVICEMAP
+constexpr unsigned kIpcLazyPeerAccess = 1;      // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+struct IpcMemHandle {                           // CUipcMemHandle, passed by value
+  char reserved[64];
+};
 }  // namespace cu
 
 struct CudaDriver {
@@ -60,6 +64,10 @@ struct CudaDriver {
   cu::Result (*streamQuery)(cu::Stream s);
   cu::Result (*streamIsCapturing)(cu::Stream s, int* status);  // CUstreamCaptureStatus
   cu::Result (*getErrorString)(cu::Result r, const char** s);
+  cu::Result (*memGetAddressRange)(cu::DevicePtr* base, size_t* size, cu::DevicePtr p);
+  cu::Result (*ipcGetMemHandle)(cu::IpcMemHandle* h, cu::DevicePtr p);
+  cu::Result (*ipcOpenMemHandle)(cu::DevicePtr* p, cu::IpcMemHandle h, unsigned flags);
+  cu::Result (*ipcCloseMemHandle)(cu::DevicePtr p);
   cu::Result (*moduleLoadData)(cu::Module* m, const void* image);
   cu::Result (*moduleGetFunction)(cu::Function* f, cu::Module m, const char* name);
   cu::Result (*launchKernel)(cu::Function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,

@@ -6,6 +6,8 @@
 //  - exact results at 2-4 ranks, in place and out, several sizes, dtypes
 //    and ops, with guard elements after every output; nothing staged
 //    (ferryCommStagedBytes 0) and each rank's log names the stream path;
+//    on testdev and on the CUDA backend over the stand-in driver (whose
+//    cuIpcOpenMemHandle maps the peer's memory as testdev's import does);
 //  - Avg and PreMulSum, which the path does not take, go through the bridge
 //    on the same windows and are exact too;
 //  - the call returns before its stream ran it (a slow stream worker);
@@ -13,11 +15,13 @@
 //    communicator's timeout and ncclCommGetAsyncError reports it.
 // Host memory cannot touch test-device memory, so every buffer is filled
 // and read through a host mirror copied on the collective's own stream.
+#include <dlfcn.h>
 #include <ferry/device.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -181,36 +185,60 @@ int stagedBytes(const Rank& me, unsigned long long* staged) {
   return 0;
 }
 
-RunOptions opts(const std::string& tag, Env env = {}, int timeoutSec = 240) {
-  env["FERRY_DEVICE"] = "testdev";
+// How often the stand-in CUDA driver saw an entry point (0 when it is not loaded).
+long fakeCudaCount(const char* name) {
+  void* lib = dlopen(FERRY_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return 0;
+  auto f = reinterpret_cast<long (*)(const char*)>(dlsym(lib, "fakeCudaCount"));
+  long n = f ? f(name) : 0;
+  dlclose(lib);
+  return n;
+}
+
+// Ranks on `backend`'s memory: testdev, or CUDA through the stand-in
+// driver (a real one where tools/gpu-check.sh names it).
+RunOptions opts(const std::string& tag, Env env = {}, int timeoutSec = 240,
+                const std::string& backend = "testdev") {
+  env["FERRY_DEVICE"] = backend;
+  const char* real = std::getenv("FERRY_TEST_CUDA_LIBRARY");
+  if (backend == "cuda") env["FERRY_CUDA_LIBRARY"] = real ? real : FERRY_FAKECUDA;
   return loggedOptions(logDir(), tag, "INIT,COLL", std::move(env), timeoutSec);
 }
 
-class MpDeviceWindow : public ::testing::TestWithParam<int> {};
+class MpDeviceWindow : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(MpDeviceWindow, EveryCollectiveExactWithoutStaging) {
-  int n = GetParam();
-  std::string tag = "all" + std::to_string(n);
-  RunResult res = runRanks(n, [](int rank, int nranks, const ncclUniqueId& id) {
-    return withComm(rank, nranks, id, [](const Rank& me) {
+  auto [backend, n] = GetParam();
+  std::string tag = backend + std::to_string(n);
+  RunResult res = runRanks(n, [backend](int rank, int nranks, const ncclUniqueId& id) {
+    return withComm(rank, nranks, id, [backend](const Rank& me) {
       Arena a;
       MP_TRY(openArena(me, &a));
       MP_TRY(everyCollective(me, a));
       unsigned long long staged = 1;
       MP_TRY(stagedBytes(me, &staged));
       MP_CHECK(staged == 0, "rank %d: %llu bytes staged on device windows", me.rank, staged);
+      if (backend == "cuda" && !std::getenv("FERRY_TEST_CUDA_LIBRARY")) {
+        MP_CHECK(fakeCudaCount("cuIpcOpenMemHandle") == me.nranks - 1,
+                 "rank %d: opened %ld IPC handles", me.rank, fakeCudaCount("cuIpcOpenMemHandle"));
+        // The barriers' host functions make no driver call (CUDA forbids it).
+        MP_CHECK(fakeCudaCount("called from a host function") == 0, "rank %d: a driver call from a host function",
+                 me.rank);
+      }
       return closeArena(me, &a);
     });
-  }, opts(tag));
+  }, opts(tag, {}, 240, backend));
   EXPECT_RANKS_OK(res);
-  EXPECT_EQ(logFilesWith(logDir(), tag, "of testdev memory at"), n);
+  EXPECT_EQ(logFilesWith(logDir(), tag, "of " + backend + " memory at"), n);
   EXPECT_EQ(logFilesWith(logDir(), tag, "shared by every rank"), n);
-  for (const char* k : {"AllReduce on testdev windows", "ReduceScatter on testdev windows",
-                        "AllGather on testdev windows", "Broadcast on testdev windows"})
-    EXPECT_EQ(logFilesWith(logDir(), tag, k), n) << k;
+  for (const char* k : {"AllReduce on ", "ReduceScatter on ", "AllGather on ", "Broadcast on "})
+    EXPECT_EQ(logFilesWith(logDir(), tag, k + backend + " windows"), n) << k;
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, MpDeviceWindow, ::testing::Values(2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(Ranks, MpDeviceWindow,
+                         ::testing::Values(std::tuple{"testdev", 2}, std::tuple{"testdev", 3},
+                                           std::tuple{"testdev", 4}, std::tuple{"cuda", 2},
+                                           std::tuple{"cuda", 4}));
 
 // Avg and PreMulSum are not stream work here: the bridge stages them, on
 // the same window buffers, exactly.

@@ -18,6 +18,7 @@
 // fail with CUDA_ERROR_NOT_PERMITTED, as CUDA allows. Calls other than cuInit, cuDeviceGet*,
 // cuGetErrorString and context calls need cuInit and a current context,
 // as the real driver does.
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -109,6 +110,13 @@ struct Device {
   char* shadow = nullptr;  // read-write view of the same pages
   std::map<size_t, size_t> live, freeList;  // offset -> bytes
   std::map<uintptr_t, size_t> registered;   // host ranges (cuMemHostRegister)
+  int fd = -1;                              // the memfd: IPC handles name it
+  // Other processes' memory opened here (cuIpcOpenMemHandle), by address.
+  struct Import {
+    char* shadow;
+    size_t bytes;
+  };
+  std::map<char*, Import> imports;
   std::set<Stream*> streams;
   Stream* legacy = nullptr;
   std::map<std::string, long> counters;
@@ -141,12 +149,24 @@ CUresult ready() {
 // The stand-in's view of [p, p + n): the shadow for device memory inside
 // one allocation, p itself for host memory; nullptr for a device range
 // that leaves its allocation.
+// The import holding p (under d.mu), or imports.end().
+std::map<char*, Device::Import>::iterator importOf(Device& d, const char* p) {
+  auto it = d.imports.upper_bound(const_cast<char*>(p));
+  if (it == d.imports.begin()) return d.imports.end();
+  --it;
+  return p < it->first + it->second.bytes ? it : d.imports.end();
+}
+
 char* view(CUdeviceptr a, size_t n) {
   Device& d = D();
   auto* p = reinterpret_cast<char*>(a);
-  if (p < d.dev || p >= d.dev + kRegion) return p;
-  size_t off = size_t(p - d.dev);
   std::lock_guard<std::mutex> g(d.mu);
+  if (p < d.dev || p >= d.dev + kRegion) {
+    auto im = importOf(d, p);
+    if (im == d.imports.end()) return p;
+    return p + n <= im->first + im->second.bytes ? im->second.shadow + (p - im->first) : nullptr;
+  }
+  size_t off = size_t(p - d.dev);
   auto it = d.live.upper_bound(off);
   if (it == d.live.begin()) return nullptr;
   --it;
@@ -165,7 +185,9 @@ bool registeredHost(const void* p) {
 
 bool isHost(CUdeviceptr a) {
   auto* p = reinterpret_cast<char*>(a);
-  return p < D().dev || p >= D().dev + kRegion;
+  if (p >= D().dev && p < D().dev + kRegion) return false;
+  std::lock_guard<std::mutex> g(D().mu);
+  return importOf(D(), p) == D().imports.end();
 }
 
 // Until everything enqueued on st so far has run.
@@ -215,8 +237,8 @@ CUresult cuInit(unsigned) {
   if (fd < 0 || ftruncate(fd, off_t(kRegion)) != 0) return kInvalidValue;
   void* a = mmap(nullptr, kRegion, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
   void* b = mmap(nullptr, kRegion, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-  close(fd);
   if (a == MAP_FAILED || b == MAP_FAILED) return kInvalidValue;
+  d.fd = fd;  // kept open: cuIpcGetMemHandle names it
   d.dev = static_cast<char*>(a);
   d.shadow = static_cast<char*>(b);
   d.freeList[0] = kRegion;
@@ -286,7 +308,7 @@ CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr p) {
   count("cuPointerGetAttribute");
   if (attribute != 2) return kInvalidValue;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE only
   auto* c = reinterpret_cast<char*>(p);
-  if (c >= D().dev && c < D().dev + kRegion) {
+  if (!isHost(p)) {
     if (!view(p, 1)) return kInvalidValue;
     *static_cast<unsigned*>(data) = 2;  // CU_MEMORYTYPE_DEVICE
     return kOk;
@@ -333,6 +355,70 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
   } else {
     d.freeList[off] = n;
   }
+  return kOk;
+}
+
+// IPC: a handle names this process's memfd and an allocation in it; the
+// importer maps that range twice, as its own memory is (PROT_NONE + shadow).
+struct IpcHandle {
+  int32_t pid, fd;
+  uint64_t offset, bytes;
+  char pad[40];
+};
+static_assert(sizeof(IpcHandle) == 64);  // CUipcMemHandle
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
+  if (CUresult r = ready()) return r;
+  Device& d = D();
+  auto* c = reinterpret_cast<char*>(p);
+  std::lock_guard<std::mutex> g(d.mu);
+  if (c < d.dev || c >= d.dev + kRegion) return kInvalidValue;
+  auto it = d.live.upper_bound(size_t(c - d.dev));
+  if (it == d.live.begin() || size_t(c - d.dev) >= (--it)->first + it->second) return kInvalidValue;
+  *base = reinterpret_cast<CUdeviceptr>(d.dev + it->first);
+  *size = it->second;
+  return kOk;
+}
+
+CUresult cuIpcGetMemHandle(IpcHandle* h, CUdeviceptr p) {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (CUresult r = cuMemGetAddressRange_v2(&base, &size, p)) return r;
+  if (base != p) return kInvalidValue;  // CUDA: the allocation's base
+  count("cuIpcGetMemHandle");
+  *h = IpcHandle{getpid(), D().fd, uint64_t(reinterpret_cast<char*>(p) - D().dev), size, {}};
+  return kOk;
+}
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* p, IpcHandle h, unsigned) {
+  if (CUresult r = ready()) return r;
+  if (h.pid == getpid()) return kInvalidValue;  // CUDA: not in the exporting process
+  std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return kInvalidValue;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE)), lead = h.offset % page;
+  const size_t len = (lead + h.bytes + page - 1) / page * page;
+  void* a = mmap(nullptr, len, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, off_t(h.offset - lead));
+  void* b = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, off_t(h.offset - lead));
+  close(fd);
+  if (a == MAP_FAILED || b == MAP_FAILED) return kInvalidValue;
+  count("cuIpcOpenMemHandle");
+  std::lock_guard<std::mutex> g(D().mu);
+  D().imports[static_cast<char*>(a) + lead] = {static_cast<char*>(b) + lead, h.bytes};
+  *p = reinterpret_cast<CUdeviceptr>(static_cast<char*>(a) + lead);
+  return kOk;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
+  if (CUresult r = ready()) return r;
+  std::lock_guard<std::mutex> g(D().mu);
+  auto it = D().imports.find(reinterpret_cast<char*>(p));
+  if (it == D().imports.end()) return kInvalidValue;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE)), lead = uintptr_t(p) % page;
+  const size_t len = (lead + it->second.bytes + page - 1) / page * page;
+  munmap(it->first - lead, len);
+  munmap(it->second.shadow - lead, len);
+  D().imports.erase(it);
   return kOk;
 }
 
@@ -530,9 +616,7 @@ CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigne
   // A kernel reads and writes device memory or registered host memory;
   // pageable host memory is out of its reach.
   auto reach = [&](CUdeviceptr p) -> char* {
-    auto* c = reinterpret_cast<char*>(p);
-    bool dev = c >= D().dev && c < D().dev + kRegion;
-    return dev || registeredHost(c) ? view(p, n * k->elem) : nullptr;
+    return !isHost(p) || registeredHost(reinterpret_cast<char*>(p)) ? view(p, n * k->elem) : nullptr;
   };
   char* d = reach(dst);
   char* x = reach(a);
