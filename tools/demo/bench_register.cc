@@ -11,11 +11,11 @@ RegisteredBuffers::~RegisteredBuffers() {
   for (const Buffer& b : bufs_) ncclOk(ncclMemFree(b.base), nullptr, rank_, "ncclMemFree");
 }
 
-void* RegisteredBuffers::alloc(size_t bytes) {
+void* RegisteredBuffers::alloc(size_t bytes, bool zero) {
   bytes = std::max<size_t>((bytes + 63) / 64 * 64, 64);  // ncclMemAlloc refuses 0
   void* p = nullptr;
   if (!ncclOk(ncclMemAlloc(&p, bytes), nullptr, rank_, "ncclMemAlloc")) return nullptr;
-  std::memset(p, 0, bytes);  // page faults stay out of the timed loop
+  if (zero) std::memset(p, 0, bytes);  // page faults stay out of the timed loop
   bufs_.push_back({p, bytes, nullptr, nullptr});
   return p;
 }

@@ -4,7 +4,8 @@
 //   0  none: the driver allocates as it always did;
 //   1  ncclMemAlloc, then ncclCommRegister once the communicator exists;
 //   2  ncclMemAlloc, then ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC).
-// Host memory only: Ferry's ncclMemAlloc maps host pages. Kept apart from
+// Ferry's ncclMemAlloc maps host pages, or device memory where a device is
+// in use (FERRY_DEVICE, CUDA); tools/perf_tools then mirrors it. Kept apart from
 // ferry_bench, which the MPI and Gloo baselines link without an NCCL library.
 #pragma once
 
@@ -31,7 +32,8 @@ class RegisteredBuffers {
   // bytes (rounded up to 64, at least 64) from ncclMemAlloc, zeroed so that
   // every page is touched before the timed loop, as the drivers' own
   // allocation does. Null after printing the failed call.
-  void* alloc(size_t bytes);
+  // zero false: device memory, which the caller zeroes through its API.
+  void* alloc(size_t bytes, bool zero = true);
   // Registers every buffer from alloc with comm, whole, in allocation order.
   // Windows are collective: every rank allocates the same sizes in the same
   // order (the drivers do) and so registers alike. False after printing the

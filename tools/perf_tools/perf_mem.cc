@@ -102,7 +102,7 @@ bool hostBuffersFromEnv() {
 PerfMem::~PerfMem() {
   for (const Block& b : blocks_) {
     if (device_) {
-      api_->free(b.base);
+      if (b.owned) api_->free(b.base);
       std::free(b.mirror);
     } else {
       std::free(b.base);
@@ -211,6 +211,16 @@ unsigned char* PerfMem::alloc(size_t bytes) {
   }
   blocks_.push_back({static_cast<unsigned char*>(dev), mirror, padded});
   return static_cast<unsigned char*>(dev);
+}
+
+bool PerfMem::adopt(unsigned char* p, size_t bytes) {
+  unsigned char* mirror = hostAlloc(bytes);
+  if (mirror == nullptr) {
+    std::fprintf(stderr, "cannot allocate %zu bytes of host memory\n", bytes);
+    return false;
+  }
+  blocks_.push_back({p, mirror, bytes, false});
+  return check(api_->memset(p, 0, bytes), "cudaMemset");
 }
 
 const PerfMem::Block* PerfMem::find(const void* p) const {

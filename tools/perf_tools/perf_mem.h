@@ -41,6 +41,9 @@ class PerfMem {
 
   // Zeroed, 64-byte aligned, pages touched; null on failure (with a message).
   unsigned char* alloc(size_t bytes);
+  // Device memory allocated elsewhere (ncclMemAlloc for -R): zeroed, given
+  // a mirror; its owner frees it. False on failure (with a message).
+  bool adopt(unsigned char* p, size_t bytes);
   // The host bytes standing for p (p itself on host memory).
   unsigned char* host(const void* p) const;
   // Mirror -> device and back for bytes at p; no-ops on host memory.
@@ -54,6 +57,7 @@ class PerfMem {
     unsigned char* base;
     unsigned char* mirror;  // == base on host memory
     size_t bytes;
+    bool owned = true;  // false: adopt()ed, its owner frees it
   };
   struct Api;
   const Block* find(const void* p) const;

@@ -381,8 +381,8 @@ std::string perfUsage(const char* prog) {
     << "  --device-buffers      device memory or fail: a GPU, else Ferry's FERRY_DEVICE\n"
     << "                        (set to testdev when unset: the stand-in device)\n"
     << "  -R,--local_register 0/1/2  buffers from ncclMemAlloc, registered with\n"
-    << "                        ncclCommRegister (1) or as symmetric windows (2); host\n"
-    << "                        buffers only, noted and ignored with device ones (default 0)\n"
+    << "                        ncclCommRegister (1) or as symmetric windows (2); with\n"
+    << "                        device buffers ncclMemAlloc's device memory (default 0)\n"
     << "  -G -y -x -D -V -M     GPU-only: accepted, noted, ignored\n"
     << "  -h,--help\n";
   return s.str();

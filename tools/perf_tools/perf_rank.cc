@@ -17,9 +17,13 @@ bool Rank::allocBuffers(bench::RegisteredBuffers& reg) {
     recv_ = mem_.alloc(bytes);
   } else {
     // The same 64 bytes of slack as PerfMem::alloc. On host memory PerfMem's
-    // host(), upload() and download() need no block of their own.
-    send_ = static_cast<unsigned char*>(reg.alloc(bytes + 64));
-    recv_ = static_cast<unsigned char*>(reg.alloc(bytes + 64));
+    // host(), upload() and download() need no block of their own; on a
+    // device ncclMemAlloc's memory is the device's, mirrored like PerfMem's.
+    const bool dev = mem_.device();
+    send_ = static_cast<unsigned char*>(reg.alloc(bytes + 64, !dev));
+    recv_ = static_cast<unsigned char*>(reg.alloc(bytes + 64, !dev));
+    if (dev && send_ && recv_ && !(mem_.adopt(send_, bytes + 64) && mem_.adopt(recv_, bytes + 64)))
+      return false;
   }
   return send_ != nullptr && recv_ != nullptr;
 }

@@ -86,11 +86,6 @@ void printHeader(const PerfOptions& o, const CollInfo& c, const std::vector<Peer
                                        : "grouped ncclSend/ncclRecv");
   }
   for (const std::string& note : o.notes) std::printf("# Note: %s\n", note.c_str());
-  if (o.localRegister != 0 && mem.device()) {
-    std::printf("# Note: -R %d: buffer registration; only host buffers are registered, so it is "
-                "ignored\n",
-                o.localRegister);
-  }
   if (!o.jsonFile.empty() && !endsWithJson(o.jsonFile)) {
     std::printf("# Note: -J %s: no .json suffix, so no JSON is written (as nccl-tests)\n",
                 o.jsonFile.c_str());
@@ -217,9 +212,10 @@ int rankMain(const RankSetup& setup, const PerfOptions& o, const CollInfo& c, Ru
   if (!mem.init("libcudart.so", o.hostBuffers || hostBuffersFromEnv(), rank, &memNote)) {
     return bench::kExitInternal;
   }
-  // -R on host buffers (device ones get a header note). Its destructor frees
-  // the memory when rankMain returns, after the comm is destroyed or aborted.
-  bench::RegisteredBuffers reg(mem.device() ? bench::kRegisterNone : o.localRegister, rank);
+  // -R: buffers from ncclMemAlloc (device memory where a device is used).
+  // Its destructor frees them when rankMain returns, after the comm is
+  // destroyed or aborted.
+  bench::RegisteredBuffers reg(o.localRegister, rank);
   ncclUniqueId id;
   if (rank == 0 && !ncclOk(ncclGetUniqueId(&id), nullptr, rank, "ncclGetUniqueId")) {
     return bench::kExitLibrary;

@@ -109,6 +109,19 @@ foreach(coll IN LISTS FERRY_PERF_COLLS)
     -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
   list(APPEND _device_tests perf_${coll}_device)
 endforeach()
+# -R 2 on device buffers: ncclMemAlloc's test-device memory as symmetric
+# windows, so the four symmetric collectives run as stream work on the
+# peers' memory. Exact for every datatype, and only the small buffer that
+# combines times across ranks is staged (under 100000 bytes; the same run
+# with -R 1 stages ~68 MB).
+foreach(coll all_reduce all_gather reduce_scatter broadcast)
+  add_test(NAME perf_${coll}_device_windows COMMAND ${CMAKE_COMMAND} -DPERF_BIN=$<TARGET_FILE:${coll}_perf>
+    "-DPERF_ARGS=--nranks 3 -b 48 -e 1M -f 16 -n 2 -w 1 -d all -o sum --device-buffers -R 2 -T 60"
+    -DEXPECT_RC=0
+    "-DEXPECT_RE=# Out of bounds values : 0 OK.*# Staged through host memory [(]rank 0[)]: [0-9]?[0-9]?[0-9]?[0-9]?[0-9] bytes"
+    -P ${CMAKE_CURRENT_SOURCE_DIR}/run_check.cmake)
+  list(APPEND _device_tests perf_${coll}_device_windows)
+endforeach()
 set_tests_properties(${_device_tests} PROPERTIES TIMEOUT 120 LABELS "perf_tools;device")
 add_test(NAME perf_json_csv_golden COMMAND ${CMAKE_COMMAND}
   -DPERF_BIN=$<TARGET_FILE:all_reduce_perf> -DWORK=${CMAKE_CURRENT_BINARY_DIR}/json_csv_work
