@@ -28,6 +28,18 @@ class StreamRun {
   StreamRun(Comm* c, const CollTask& t, const mem::WindowBinding& b, accel::Accelerator* dev)
       : c_(c), t_(t), b_(b), dev_(dev), sync_(c->windows().sync()) {}
 
+  // Before any step: this rank's descriptor of the operation goes into its
+  // sync page, to be compared with every rank's once the first barrier
+  // has passed (a rank cannot publish its next one before every rank
+  // reached this operation's last barrier, which comes after the check).
+  Status publish() {
+    desc_ = b_.descriptor();
+    desc_.collSeq = sync_->nextDeviceOp();
+    mem::NodeSync* sync = sync_;
+    mem::SymDescriptor d = desc_;
+    return dev_->hostFnAsync(t_.stream, [sync, d] { sync->publishDevice(d); });
+  }
+
   Status step(const Step& s) {
     switch (s.kind) {
       case StepKind::kCopy:
@@ -57,18 +69,32 @@ class StreamRun {
     FERRY_TRY(dev_->signalFlagAsync(t_.stream, sync_->deviceFlag(c_->rank()), g));
     Comm* c = c_;
     mem::NodeSync* sync = sync_;
-    return dev_->hostFnAsync(t_.stream, [c, sync, g] {
+    const bool check = !checked_;
+    checked_ = true;
+    return dev_->hostFnAsync(t_.stream, [c, sync, g, check, d = desc_] {
       for (int p = 0; p < sync->nranks(); ++p) {
         if (c->abortFlag()->load() || c->asyncResult() != ncclSuccess) return;
         if (sync->deviceFlag(p)->waitAtLeast(g, c->timeoutMs(), c->abortFlag())) continue;
         if (c->abortFlag()->load()) return;
-        c->latch(timeoutError("device windows: rank " + std::to_string(p) + " did not reach barrier " +
-                              std::to_string(g) + " within " + std::to_string(c->timeoutMs()) +
-                              " ms; rank " + std::to_string(c->rank()) + "'s stream goes on"));
-        FERRY_WARN("%s", c->firstError().message().c_str());
+        fail(c, timeoutError("device windows: rank " + std::to_string(p) + " did not reach barrier " +
+                             std::to_string(g) + " within " + std::to_string(c->timeoutMs()) +
+                             " ms; rank " + std::to_string(c->rank()) + "'s stream goes on"));
         return;
       }
+      mem::SymDescriptor theirs;
+      int r = check ? sync->firstDeviceMismatch(&theirs) : -1;
+      if (r >= 0)
+        fail(c, invalidUsage("ranks disagree on a collective over device windows: rank " +
+                             std::to_string(c->rank()) + " runs " + mem::describe(d) + ", rank " +
+                             std::to_string(r) + " runs " + mem::describe(theirs) +
+                             " (every rank must pass window buffers at the same offsets)"));
     });
+  }
+
+  // From the stream: latched for ncclCommGetAsyncError, and named once.
+  static void fail(Comm* c, const Status& st) {
+    c->latch(st);
+    FERRY_WARN("%s", st.message().c_str());
   }
 
   Comm* c_;
@@ -76,6 +102,8 @@ class StreamRun {
   const mem::WindowBinding& b_;
   accel::Accelerator* dev_;
   mem::NodeSync* sync_;
+  mem::SymDescriptor desc_;
+  bool checked_ = false;
 };
 
 }  // namespace
@@ -91,11 +119,11 @@ Result<bool> submitDeviceDirect(Comm* c, const CollTask& t) {
   if (!streamable(s)) return false;
   c->windows().noteStream(t.dev, t.stream);
   StreamRun run(c, t, *b, t.dev);
-  for (const Step& x : s.lanes[0].steps) {
-    Status st = run.step(x);
+  for (size_t i = 0; i <= s.lanes[0].steps.size(); ++i) {
+    Status st = i == 0 ? run.publish() : run.step(s.lanes[0].steps[i - 1]);
     if (st.isOk()) continue;
-    // Part of the collective is on the stream and the barrier numbers ran
-    // ahead of the peers': this communicator cannot go on.
+    // Part of the collective may be on the stream, and the operation and
+    // barrier numbers ran ahead of the peers': this communicator cannot go on.
     c->fail(st);
     return st;
   }

@@ -67,6 +67,15 @@ void NodeSync::waitingOn(std::vector<int>* out) const {
 
 void NodeSync::publish(const SymDescriptor& d) { own_->desc = d; }
 
+int NodeSync::firstDeviceMismatch(SymDescriptor* theirs) const {
+  for (size_t r = 0; r < pages_.size(); ++r) {
+    if (pages_[r]->devDesc == own_->devDesc) continue;
+    *theirs = pages_[r]->devDesc;
+    return static_cast<int>(r);
+  }
+  return -1;
+}
+
 int NodeSync::firstMismatch(SymDescriptor* theirs) const {
   for (size_t r = 0; r < pages_.size(); ++r) {
     if (pages_[r]->desc == own_->desc) continue;

@@ -59,6 +59,12 @@ class NodeSync {
   // from the host barriers', which run at call time.
   uint32_t nextDeviceBarrier() { return ++devGen_; }
   accel::HostFlag* deviceFlag(int rank) const { return &pages_[rank]->devArrived; }
+  // The device operations' own descriptors (their sequence numbers count
+  // device operations), published and compared from stream work, apart
+  // from the host barriers' (which run at call time).
+  uint64_t nextDeviceOp() { return ++devOps_; }
+  void publishDevice(const SymDescriptor& d) { own_->devDesc = d; }
+  int firstDeviceMismatch(SymDescriptor* theirs) const;
   int nranks() const { return static_cast<int>(pages_.size()); }
 
  private:
@@ -67,6 +73,7 @@ class NodeSync {
     char pad[56];
     SymDescriptor desc;
     alignas(64) accel::HostFlag devArrived;
+    SymDescriptor devDesc;
   };
   NodeSync() = default;
 
@@ -75,6 +82,7 @@ class NodeSync {
   std::vector<PeerMapping> maps_;
   uint64_t gen_ = 0;
   uint32_t devGen_ = 0;
+  uint64_t devOps_ = 0;
 };
 
 }  // namespace ferry::mem

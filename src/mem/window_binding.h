@@ -30,6 +30,7 @@ class WindowBinding final : public PeerMemory {
   // The backend whose memory every window of this call is, or null (host
   // windows, or a mix).
   accel::Accelerator* device() const;
+  const SymDescriptor& descriptor() const { return desc_; }
 
  private:
   NodeSync* sync_;

@@ -12,7 +12,8 @@
 //    on the same windows and are exact too;
 //  - the call returns before its stream ran it (a slow stream worker);
 //  - a peer that never arrives: the survivor's stream gives up after the
-//    communicator's timeout and ncclCommGetAsyncError reports it.
+//    communicator's timeout and ncclCommGetAsyncError reports it; ranks
+//    that call different collectives fail at once, naming both calls.
 // Host memory cannot touch test-device memory, so every buffer is filled
 // and read through a host mirror copied on the collective's own stream.
 #include <dlfcn.h>
@@ -292,6 +293,36 @@ TEST(MpDeviceWindowStream, CallReturnsBeforeTheWork) {
     });
   }, opts("contract"));
   EXPECT_RANKS_OK(res);
+}
+
+// Rank 0 calls AllReduce where rank 1 calls AllGather on the same window
+// offsets: the descriptors compared after the first barrier differ, and
+// both ranks' communicators fail with ncclInvalidUsage naming both calls
+// (not by timeout: that is set far beyond the test's wait).
+TEST(MpDeviceWindowStream, RanksThatDisagreeFailNamingBothCalls) {
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    ncclComm_t comm;
+    MP_NCCL(initComm(&comm, nranks, id, rank));
+    Rank me{comm, rank, nranks};
+    Arena a;
+    MP_TRY(openArena(me, &a));
+    char* out = static_cast<char*>(a.base) + kArenaBytes / 2;
+    auto s = static_cast<cudaStream_t>(a.stream);
+    if (rank == 0) MP_NCCL(ncclAllReduce(a.base, out, 1024, ncclInt32, ncclSum, comm, s));
+    if (rank == 1) MP_NCCL(ncclAllGather(a.base, out, 512, ncclInt32, comm, s));
+    MP_NCCL(ferryDeviceStreamSynchronize(a.stream));
+    ncclResult_t async = ncclSuccess;
+    MP_NCCL(ncclCommGetAsyncError(comm, &async));
+    MP_CHECK(async == ncclInvalidUsage, "rank %d: async error %s after mismatched collectives", rank,
+             resultName(async).c_str());
+    ncclCommAbort(comm);
+    MP_NCCL(ferryDeviceStreamDestroy(a.stream));
+    MP_NCCL(ncclMemFree(a.base));
+    return 0;
+  }, opts("disagree", {{"FERRY_TIMEOUT_MS", "600000"}}, 120));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "disagree", "ranks disagree on a collective over device windows"), 2);
+  EXPECT_EQ(logFilesWith(logDir(), "disagree", "AllGather #1 count 512"), 2);
 }
 
 // Rank 1 registers its window and leaves: rank 0's AllReduce waits on its
