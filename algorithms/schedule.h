@@ -114,6 +114,10 @@ struct CollArgs {
   // The call's buffers lie in symmetric windows that every rank maps
   // (src/mem/window.h), so schedules may load and store peers' buffers.
   bool symmetric = false;
+  // Symmetric schedules run as a device's stream work (comm/device_direct.h):
+  // reduce in pieces of this many bytes instead of the host's L1-sized
+  // ones (each step becomes a stream task or a kernel launch). 0: the host's.
+  size_t streamPieceBytes = 0;
 };
 
 inline Step makeStep(StepKind kind, int sendPeer, int recvPeer, Region src, Region dst,

@@ -35,8 +35,9 @@ Region at(uint32_t buf, size_t offset, int peer = -1) { return Region{buf, offse
 
 // dst[dstOff, +bytes) = OP over every rank k of input k at [inOff, +bytes),
 // starting from `first`'s input (whose buffer dst may be, in place).
-void reduceBlock(Lane* l, int n, int first, size_t inOff, Region dst, size_t bytes, size_t elem) {
-  size_t piece = std::max(elem, kPiece / elem * elem);
+void reduceBlock(Lane* l, int n, int first, size_t inOff, Region dst, size_t bytes, size_t elem,
+                 size_t pieceBytes) {
+  size_t piece = std::max(elem, (pieceBytes ? pieceBytes : kPiece) / elem * elem);
   for (size_t off = 0; off < bytes; off += piece) {
     size_t len = std::min(piece, bytes - off);
     Region d{dst.buf, dst.offset + off, dst.peer};
@@ -61,7 +62,7 @@ void localize(Lane* l, int rank) {
 Lane allReduceOneShot(const CollArgs& a) {
   Lane l;
   l.steps.push_back(barrier());
-  reduceBlock(&l, a.nranks, a.rank, 0, at(kOutputBuf, 0), a.count * a.elemSize, a.elemSize);
+  reduceBlock(&l, a.nranks, a.rank, 0, at(kOutputBuf, 0), a.count * a.elemSize, a.elemSize, a.streamPieceBytes);
   return l;
 }
 
@@ -71,7 +72,7 @@ Lane allReduce(const CollArgs& a) {
   Lane l;
   l.steps.push_back(barrier());
   size_t b0 = blockStart(a.count, n, r, e), b1 = blockStart(a.count, n, r + 1, e);
-  reduceBlock(&l, n, r, b0, at(kOutputBuf, b0), b1 - b0, e);
+  reduceBlock(&l, n, r, b0, at(kOutputBuf, b0), b1 - b0, e, a.streamPieceBytes);
   l.steps.push_back(barrier());
   for (int i = 1; i < n; ++i) {
     int p = (r + i) % n;
@@ -85,7 +86,7 @@ Lane reduceScatter(const CollArgs& a) {
   size_t bytes = a.count * a.elemSize;
   Lane l;
   l.steps.push_back(barrier());
-  reduceBlock(&l, a.nranks, a.rank, a.rank * bytes, at(kOutputBuf, 0), bytes, a.elemSize);
+  reduceBlock(&l, a.nranks, a.rank, a.rank * bytes, at(kOutputBuf, 0), bytes, a.elemSize, a.streamPieceBytes);
   return l;
 }
 

@@ -4,6 +4,7 @@
 
 #include "algorithms/builders.h"
 #include "comm/symmetric_bind.h"
+#include "core/config.h"
 #include "core/log.h"
 
 namespace ferry {
@@ -11,6 +12,15 @@ namespace {
 
 bool directOp(const CollTask& t) {
   return !t.reduce.premul && t.reduce.divisor <= 1;
+}
+
+// Steps as large as possible where each one is a kernel launch on engines
+// of the device's own; on testdev (host cores do the work) 1 MiB kept the
+// cache's help and ran 1.6-2x faster than the host's 32 KiB pieces.
+size_t pieceBytes(const accel::Accelerator& dev) {
+  static const int64_t set = config::getInt(config::Param::kDevwinPieceBytes);
+  if (set > 0) return static_cast<size_t>(set);
+  return dev.copyEngines() ? size_t(1) << 40 : size_t(1) << 20;
 }
 
 // Copies, local reductions and barriers on one lane: what a stream can run.
@@ -114,6 +124,7 @@ Result<bool> submitDeviceDirect(Comm* c, const CollTask& t) {
   if (!b || b->device() != t.dev) return false;
   CollArgs a = t.args;
   a.symmetric = true;
+  a.streamPieceBytes = pieceBytes(*t.dev);
   if (!symmetricSupports(a, c->view())) return false;
   Schedule s = symmetricSchedule(a, c->view());
   if (!streamable(s)) return false;

@@ -7,7 +7,8 @@ namespace {
 // rank and nranks are the communicator's; the rest is the call's.
 bool sameShape(const CollArgs& a, const CollArgs& b) {
   return a.kind == b.kind && a.root == b.root && a.count == b.count && a.elemSize == b.elemSize &&
-         a.inPlace == b.inPlace && a.symmetric == b.symmetric && a.rank == b.rank && a.nranks == b.nranks;
+         a.inPlace == b.inPlace && a.symmetric == b.symmetric && a.streamPieceBytes == b.streamPieceBytes &&
+         a.rank == b.rank && a.nranks == b.nranks;
 }
 
 bool sameOps(const std::vector<P2pOp>& a, const std::vector<P2pOp>& b) {

@@ -241,6 +241,21 @@ INSTANTIATE_TEST_SUITE_P(Ranks, MpDeviceWindow,
                                            std::tuple{"testdev", 4}, std::tuple{"cuda", 2},
                                            std::tuple{"cuda", 4}));
 
+// Reductions in many small steps (FERRY_DEVWIN_PIECE_BYTES, not a multiple
+// of every element size) instead of the default's one or two per block.
+TEST(MpDeviceWindowPieces, SmallStepsExact) {
+  RunResult res = runRanks(3, [](int rank, int nranks, const ncclUniqueId& id) {
+    return withComm(rank, nranks, id, [](const Rank& me) {
+      Arena a;
+      MP_TRY(openArena(me, &a));
+      MP_TRY(everyCollective(me, a));
+      return closeArena(me, &a);
+    });
+  }, opts("pieces", {{"FERRY_DEVWIN_PIECE_BYTES", "4100"}}));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "pieces", "ReduceScatter on testdev windows"), 3);
+}
+
 // Avg and PreMulSum are not stream work here: the bridge stages them, on
 // the same window buffers, exactly.
 TEST(MpDeviceWindowBridge, AvgAndPreMulSumAreStagedAndExact) {
