@@ -98,6 +98,9 @@ class Accelerator {
   virtual Status signalFlagAsync(StreamHandle s, HostFlag* flag, uint32_t value) {
     return hostFnAsync(s, [flag, value] { flag->raiseTo(value); });
   }
+  // Whether reduceAsync can run at all (CUDA: only when the build embedded
+  // the kernels nvcc compiled).
+  virtual bool reduces() const { return true; }
   // Whether copyAsync runs on engines of the device's own, not on host
   // cores (CUDA's copy engines): only then can the CPU-forward bridge's
   // copies overlap the host collective for free (pipelined staging).

@@ -152,6 +152,8 @@ Status CudaAccelerator::copyAsync(void* dst, const void* src, size_t bytes, Stre
   return Status::ok();
 }
 
+bool CudaAccelerator::reduces() const { return kReduceFatbinSize != 0; }
+
 Result<cu::Function> CudaAccelerator::reduceKernel(kernels::DType t) {
   const int i = static_cast<int>(t);
   if (i < 0 || i >= kernels::kNumDTypes) return invalidArgument("cuda: invalid datatype");

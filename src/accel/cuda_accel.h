@@ -51,6 +51,7 @@ class CudaAccelerator final : public Accelerator {
   std::shared_ptr<HostFlag> newFlag() override;
   Status signalFlagAsync(StreamHandle s, HostFlag* flag, uint32_t value) override;
   bool copyEngines() const override { return true; }
+  bool reduces() const override;
   Status waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,
                        int64_t timeoutMs) override;
   // CUDA IPC (cuda_accel_ipc.cc): the allocation's cuIpcGetMemHandle and

@@ -7,6 +7,7 @@
 #include "api/edge.h"
 #include "api/exports.h"
 #include "comm/comm.h"
+#include "comm/device_direct.h"
 #include "comm/group.h"
 #include "core/log.h"
 
@@ -37,6 +38,11 @@ FERRY_EXPORT(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindo
     FERRY_ASSIGN(Comm * c, liveComm(comm));
     FERRY_TRY(checkPtr(win, "win"));
     FERRY_TRY(c->quiesce());  // queued work may still use the window
+    // So may device work on windows (comm/device_direct.h): the window's
+    // imports stay until it ran.
+    if (DeviceDirect* d = c->directIfAny(); d && !d->drain(c->timeoutMs()))
+      return timeoutError("device work on windows still runs after " + std::to_string(c->timeoutMs()) +
+                          " ms; the window stays registered");
     return c->windows().remove(win);
   });
 }

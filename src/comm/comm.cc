@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "comm/device_direct.h"
 #include "comm/host_id.h"
 #include "core/config.h"
 #include "core/log.h"

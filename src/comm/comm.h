@@ -53,6 +53,8 @@ struct PremulOp {
   kernels::Scalar scalar;
 };
 
+class DeviceDirect;
+
 class Comm final : public ConnectionSource {
  public:
   Comm(int rank, int nranks, CommConfig config);
@@ -175,6 +177,10 @@ class Comm final : public ConnectionSource {
   // table collectives look their buffers up in (symmetric_bind.h).
   Result<mem::Window*> registerWindow(void* buff, size_t bytes, int flags);
   mem::WindowTable& windows() { return windows_; }
+  // Collectives on device windows as stream work (device_direct.h), made
+  // at the first ask; null until then (directIfAny).
+  DeviceDirect& direct();
+  DeviceDirect* directIfAny() const { return direct_.get(); }
 
  private:
   Status setupPeers();
@@ -238,6 +244,7 @@ class Comm final : public ConnectionSource {
   RepeatCalls repeats_;
   mem::StagingPool staging_;
   mem::WindowTable windows_;
+  std::unique_ptr<DeviceDirect> direct_;  // after windows_: goes first, waiting for its streams
   mem::StagingPool bridgePool_;  // 32 blocks, FERRY_BRIDGE_POOL_BYTES
   std::atomic<uint64_t> stagedBytes_{0};
   std::atomic<bool> stagedLogged_{false};

@@ -10,21 +10,56 @@
 // on shared flags (mem/node_sync.h). The host call returns at once; the
 // stream runs the collective when it gets there, as NCCL's kernels would.
 //
-// Taken outside groups for AllReduce, ReduceScatter, AllGather and
-// Broadcast with Sum, Prod, Max or Min; Avg and PreMulSum (which need a
-// division or scaling kernel the seam does not have) and everything else
-// go through the CPU-forward bridge (stream_bridge.h). A rank that never
+// Operations run one after another per communicator, whatever streams they
+// are on (each waits for the previous one's end on a flag of its own): the
+// barrier numbers and the descriptor pages assume it, as NCCL's kernels of
+// one communicator are ordered too.
+//
+// Taken for AllReduce, ReduceScatter, AllGather and Broadcast with Sum,
+// Prod, Max or Min, inside groups too (every rank decides alike from its
+// own arguments); Avg and PreMulSum (which need a division or scaling
+// kernel the seam does not have), capturing streams and everything else go
+// through the CPU-forward bridge (stream_bridge.h). A rank that never
 // arrives makes every survivor's stream give up after the communicator's
 // timeout, and the communicator reports the error.
 #pragma once
 
-#include "comm/group.h"
+#include <memory>
+
+#include "accel/accelerator.h"
+#include "core/status.h"
 
 namespace ferry {
 
-// Whether t was enqueued as stream work on device windows (false: the
-// caller stages it through the bridge as before). An error once part of
-// it was enqueued: the communicator is failed too.
-Result<bool> submitDeviceDirect(Comm* c, const CollTask& t);
+class Comm;
+struct CollTask;
+
+class DeviceDirect {
+ public:
+  explicit DeviceDirect(Comm* c);
+  // Waits for the operations enqueued so far; past the communicator's
+  // timeout their waits are stopped, and if they still have not finished
+  // the sync pages and imported windows are left mapped (leaked) rather
+  // than pulled from under them.
+  ~DeviceDirect();
+  DeviceDirect(const DeviceDirect&) = delete;
+  DeviceDirect& operator=(const DeviceDirect&) = delete;
+
+  // Whether t was enqueued as stream work on device windows (false: the
+  // caller stages it through the bridge). An error once part of it was
+  // enqueued: the communicator is failed too.
+  Result<bool> submit(const CollTask& t);
+  // Until every operation enqueued so far has run: false after timeoutMs.
+  bool drain(int64_t timeoutMs) const;
+
+  struct Control;  // what the streams' host functions share with us
+
+ private:
+  Comm* comm_;
+  std::shared_ptr<Control> ctl_;
+  accel::Accelerator* dev_ = nullptr;     // the backend of the first operation
+  std::shared_ptr<accel::HostFlag> done_;  // operations finished, in order
+  uint32_t ops_ = 0;                       // operations enqueued
+};
 
 }  // namespace ferry

@@ -472,10 +472,11 @@ Status groupSimulateEnd(float* estimatedUs) {
 Status enqueueColl(const CollTask& t) {
   GroupState& g = group();
   if (t.dev) [[unlikely]] {
-    if (g.depth == 0) {
-      FERRY_ASSIGN(bool direct, submitDeviceDirect(t.comm, t));
-      return direct ? Status::ok() : bridgeSubmit(t.comm, {t}, {});
-    }
+    // Device windows run as stream work at once, inside a group too: every
+    // rank decides alike from its own arguments, so the order holds.
+    FERRY_ASSIGN(bool direct, t.comm->direct().submit(t));
+    if (direct) return Status::ok();
+    if (g.depth == 0) return bridgeSubmit(t.comm, {t}, {});
     CommTasks& q = g.of(t.comm);
     q.colls.push_back(t);
     q.device = true;

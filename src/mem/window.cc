@@ -10,9 +10,6 @@
 namespace ferry::mem {
 namespace {
 
-// How long a window's removal waits for device-window work still queued.
-constexpr int64_t kDrainMs = 60000;
-
 // What each rank tells the others about its buffer.
 struct WindowInfo {
   int32_t pid = 0;
@@ -148,7 +145,6 @@ Status WindowTable::remove(const void* w) {
   auto it = std::find_if(windows_.begin(), windows_.end(),
                          [w](const std::unique_ptr<Window>& x) { return x.get() == w; });
   if (it == windows_.end()) return invalidArgument("win is not a window of this communicator");
-  if ((*it)->device) drainStreams(kDrainMs);
   windows_.erase(it);
   return Status::ok();
 }
@@ -157,27 +153,9 @@ Window::~Window() {
   for (void* p : imported) (void)device->closeImported(p);
 }
 
-void WindowTable::noteStream(accel::Accelerator* dev, accel::StreamHandle s) {
-  for (const auto& [d, x] : streams_)
-    if (d == dev && x == s) return;
-  streams_.emplace_back(dev, s);
-}
-
-// A stream the caller destroyed meanwhile is refused by its backend: it has
-// nothing of ours left to run.
-void WindowTable::drainStreams(int64_t timeoutMs) {
-  for (const auto& [dev, s] : streams_) {
-    if (!dev->ownsStream(s)) continue;
-    Status st = dev->synchronize(s, timeoutMs);
-    if (!st.isOk() && st.code() == Code::kTimeout)
-      FERRY_WARN("windows: a stream still runs device-window work after %lld ms: %s",
-                 static_cast<long long>(timeoutMs), st.message().c_str());
-  }
-  streams_.clear();
-}
-
-WindowTable::~WindowTable() {
-  if (!streams_.empty()) drainStreams(kDrainMs);
+void WindowTable::abandon() {
+  (void)sync_.release();
+  for (auto& w : windows_) w->imported.clear();
 }
 
 const Window* WindowTable::find(const void* p, size_t bytes, size_t* offset) const {

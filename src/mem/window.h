@@ -61,18 +61,15 @@ class WindowTable {
   NodeSync* sync() const { return sync_.get(); }
   bool empty() const { return windows_.empty(); }
 
-  // Streams that work on device windows was enqueued on: drained (with a
-  // deadline) before a window is removed and before the table goes, since
-  // that work reads the peers' mappings and the sync pages.
-  void noteStream(accel::Accelerator* dev, accel::StreamHandle s);
-  void drainStreams(int64_t timeoutMs);
-  ~WindowTable();
+  // Stream work on device windows could not be waited for
+  // (comm/device_direct.h): the sync pages and imported windows stay
+  // mapped for it (leaked) instead of being unmapped under it.
+  void abandon();
 
  private:
   Result<bool> makeSync(PeerExchange& ex, int rank, const std::vector<PeerInfo>& peers,
                         std::string* why);
 
-  std::vector<std::pair<accel::Accelerator*, accel::StreamHandle>> streams_;
   std::vector<std::unique_ptr<Window>> windows_;
   std::unique_ptr<NodeSync> sync_;
   uint32_t nextId_ = 1;

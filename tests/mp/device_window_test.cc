@@ -206,6 +206,35 @@ RunOptions opts(const std::string& tag, Env env = {}, int timeoutSec = 240,
   return loggedOptions(logDir(), tag, "INIT,COLL", std::move(env), timeoutSec);
 }
 
+// Host buffers a stream copies from and into: they must outlive the copies.
+struct Io {
+  std::vector<int32_t> in, out;
+};
+
+// One AllReduce of n ints on window offset `off` (input) and the output
+// half at the same offset, on stream s; inputs r * 10 + i.
+int windowAllReduce(const Rank& me, Arena& a, size_t off, size_t n, void* s, Io* io, bool grouped = false) {
+  io->in.resize(n);
+  for (size_t i = 0; i < n; ++i) io->in[i] = me.rank * 10 + int32_t(i);
+  char* base = static_cast<char*>(a.base) + off;
+  std::vector<int32_t>* out = &io->out;
+  out->assign(n, -1);
+  MP_NCCL(ferryDeviceMemcpyAsync(base, io->in.data(), n * 4, s));
+  if (grouped) MP_NCCL(ncclGroupStart());
+  MP_NCCL(ncclAllReduce(base, base + kArenaBytes / 2, n, ncclInt32, ncclSum, me.comm, static_cast<cudaStream_t>(s)));
+  if (grouped) MP_NCCL(ncclGroupEnd());
+  MP_NCCL(ferryDeviceMemcpyAsync(out->data(), base + kArenaBytes / 2, n * 4, s));
+  return 0;
+}
+
+int checkAllReduce(const Rank& me, const Io& io, const char* what) {
+  const std::vector<int32_t>& out = io.out;
+  const int32_t ranks = 10 * me.nranks * (me.nranks - 1) / 2;
+  for (size_t i = 0; i < out.size(); ++i)
+    MP_CHECK(out[i] == ranks + me.nranks * int32_t(i), "rank %d: %s element %zu is %d", me.rank, what, i, out[i]);
+  return 0;
+}
+
 class MpDeviceWindow : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(MpDeviceWindow, EveryCollectiveExactWithoutStaging) {
@@ -240,6 +269,74 @@ INSTANTIATE_TEST_SUITE_P(Ranks, MpDeviceWindow,
                          ::testing::Values(std::tuple{"testdev", 2}, std::tuple{"testdev", 3},
                                            std::tuple{"testdev", 4}, std::tuple{"cuda", 2},
                                            std::tuple{"cuda", 4}));
+
+// CUDA (stand-in driver): two windows in one allocation. CUDA maps a peer's
+// allocation once per process (the stand-in refuses a second
+// cuIpcOpenMemHandle of it, CUDA_ERROR_ALREADY_MAPPED), so the second
+// window shares the first's mapping, and deregistering both closes it once.
+TEST(MpDeviceWindowCuda, TwoWindowsInOneAllocation) {
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    return withComm(rank, nranks, id, [](const Rank& me) {
+      Arena a;
+      MP_NCCL(ncclMemAlloc(&a.base, kArenaBytes));
+      ncclWindow_t lo = nullptr, hi = nullptr;
+      MP_NCCL(ncclCommWindowRegister(me.comm, a.base, kArenaBytes / 2, &lo, NCCL_WIN_COLL_SYMMETRIC));
+      MP_NCCL(ncclCommWindowRegister(me.comm, static_cast<char*>(a.base) + kArenaBytes / 2, kArenaBytes / 2, &hi,
+                                     NCCL_WIN_COLL_SYMMETRIC));
+      MP_NCCL(ferryDeviceStreamCreate(&a.stream));
+      Io out;
+      MP_TRY(windowAllReduce(me, a, 4096, 3000, a.stream, &out));  // input in lo, output in hi
+      MP_NCCL(ferryDeviceStreamSynchronize(a.stream));
+      MP_TRY(checkAllReduce(me, out, "across two windows"));
+      MP_CHECK(fakeCudaCount("cuIpcOpenMemHandle") == 1, "rank %d: %ld opens of one peer allocation", me.rank,
+               fakeCudaCount("cuIpcOpenMemHandle"));
+      unsigned long long staged = 1;
+      MP_TRY(stagedBytes(me, &staged));
+      MP_CHECK(staged == 0, "rank %d: %llu bytes staged", me.rank, staged);
+      MP_NCCL(ncclCommWindowDeregister(me.comm, lo));
+      MP_NCCL(ncclCommWindowDeregister(me.comm, hi));
+      MP_NCCL(ferryDeviceStreamDestroy(a.stream));
+      MP_NCCL(ncclMemFree(a.base));
+      return 0;
+    });
+  }, opts("cudatwo", {}, 120, "cuda"));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "cudatwo", "window 2: 4194304 bytes of cuda memory"), 2);
+  EXPECT_EQ(logFilesWith(logDir(), "cudatwo", "AllReduce on cuda windows"), 2);
+}
+
+// CUDA (stand-in driver): a window collective on a capturing stream is
+// refused by name like any other (the bridge's check), not recorded.
+TEST(MpDeviceWindowCuda, CaptureIsRefusedByName) {
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    return withComm(rank, nranks, id, [](const Rank& me) {
+      Arena a;
+      MP_TRY(openArena(me, &a));
+      void* lib = dlopen(FERRY_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
+      MP_CHECK(lib != nullptr, "the driver was not loaded");
+      auto begin = reinterpret_cast<int (*)(void*, int)>(dlsym(lib, "cuStreamBeginCapture_v2"));
+      auto end = reinterpret_cast<int (*)(void*, void**)>(dlsym(lib, "cuStreamEndCapture"));
+      MP_CHECK(begin && end, "no capture entry points");
+      char* out = static_cast<char*>(a.base) + kArenaBytes / 2;
+      MP_CHECK(begin(a.stream, 2) == 0, "cuStreamBeginCapture failed");
+      MP_EXPECT_RESULT(ncclAllReduce(a.base, out, 1000, ncclInt32, ncclSum, me.comm,
+                                     static_cast<cudaStream_t>(a.stream)),
+                       ncclInvalidUsage);
+      void* graph = nullptr;
+      MP_CHECK(end(a.stream, &graph) == 0, "cuStreamEndCapture failed");
+      MP_CHECK(fakeCudaCount("captured") == 0, "the refused call left %ld tasks in the graph",
+               fakeCudaCount("captured"));
+      dlclose(lib);
+      Io res;
+      MP_TRY(windowAllReduce(me, a, 0, 1000, a.stream, &res));
+      MP_NCCL(ferryDeviceStreamSynchronize(a.stream));
+      MP_TRY(checkAllReduce(me, res, "after the capture"));
+      return closeArena(me, &a);
+    });
+  }, opts("capture", {}, 120, "cuda"));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "capture", "stream capture (CUDA graphs) are not supported yet"), 2);
+}
 
 // Reductions in many small steps (FERRY_DEVWIN_PIECE_BYTES, not a multiple
 // of every element size) instead of the default's one or two per block.
@@ -338,6 +435,85 @@ TEST(MpDeviceWindowStream, RanksThatDisagreeFailNamingBothCalls) {
   EXPECT_RANKS_OK(res);
   EXPECT_EQ(logFilesWith(logDir(), "disagree", "ranks disagree on a collective over device windows"), 2);
   EXPECT_EQ(logFilesWith(logDir(), "disagree", "AllGather #1 count 512"), 2);
+}
+
+// Two streams on one communicator, as NCCL allows: rank 0 puts AllReduce X
+// on a stream behind a backlog and Y on a second stream, rank 1 both on one
+// stream and overwrites its X input right after. Operations of one
+// communicator run in call order whatever their streams, so both are exact
+// (without that, rank 0's Y raised its barrier flags past X's and rank 1
+// passed X's barriers before rank 0 had read its input).
+TEST(MpDeviceWindowStream, TwoStreamsOnOneCommunicatorExact) {
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    return withComm(rank, nranks, id, [](const Rank& me) {
+      Arena a;
+      MP_TRY(openArena(me, &a));
+      void* b = nullptr;
+      MP_NCCL(ferryDeviceStreamCreate(&b));
+      const size_t n = 4096, off = 1 << 20;
+      Io ox, oy;
+      std::vector<int32_t> junk(n, 1000000);
+      MP_NCCL(ferryDeviceSetTaskDelayUs(300));
+      if (me.rank == 0)
+        for (int i = 0; i < 100; ++i) MP_NCCL(ferryDeviceMemcpyAsync(junk.data(), junk.data() + 1, 4, a.stream));
+      MP_TRY(windowAllReduce(me, a, 0, n, a.stream, &ox));
+      MP_TRY(windowAllReduce(me, a, off, n, me.rank == 0 ? b : a.stream, &oy));
+      if (me.rank == 1) MP_NCCL(ferryDeviceMemcpyAsync(a.base, junk.data(), n * 4, a.stream));
+      MP_NCCL(ferryDeviceStreamSynchronize(a.stream));
+      MP_NCCL(ferryDeviceStreamSynchronize(b));
+      MP_NCCL(ferryDeviceSetTaskDelayUs(0));
+      ncclResult_t async = ncclSuccess;
+      MP_NCCL(ncclCommGetAsyncError(me.comm, &async));
+      MP_CHECK(async == ncclSuccess, "rank %d: async error %s", me.rank, resultName(async).c_str());
+      MP_TRY(checkAllReduce(me, ox, "X"));
+      MP_TRY(checkAllReduce(me, oy, "Y"));
+      MP_NCCL(ferryDeviceStreamDestroy(b));
+      return closeArena(me, &a);
+    });
+  }, opts("twostreams", {{"FERRY_TIMEOUT_MS", "20000"}}));
+  EXPECT_RANKS_OK(res);
+}
+
+// One rank calls inside a group, the other outside: both take the stream
+// path (the group does not send it to the bridge), so they meet.
+TEST(MpDeviceWindowStream, AGroupOnOneRankOnlyStillMeets) {
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    return withComm(rank, nranks, id, [](const Rank& me) {
+      Arena a;
+      MP_TRY(openArena(me, &a));
+      Io out;
+      MP_TRY(windowAllReduce(me, a, 0, 1000, a.stream, &out, me.rank == 0));
+      MP_NCCL(ferryDeviceStreamSynchronize(a.stream));
+      MP_TRY(checkAllReduce(me, out, "grouped"));
+      return closeArena(me, &a);
+    });
+  }, opts("group"));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "group", "AllReduce on testdev windows"), 2);
+}
+
+// ncclCommDestroy right after the call, its stream still slow to get there:
+// destruction waits for the stream work (which reads the peers' windows and
+// the sync pages), and the stream still delivers the sum.
+TEST(MpDeviceWindowStream, DestroyWaitsForQueuedWork) {
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    ncclComm_t comm;
+    MP_NCCL(initComm(&comm, nranks, id, rank));
+    Rank me{comm, rank, nranks};
+    Arena a;
+    MP_TRY(openArena(me, &a));
+    MP_NCCL(ferryDeviceSetTaskDelayUs(3000));
+    Io out;
+    MP_TRY(windowAllReduce(me, a, 0, 2048, a.stream, &out));
+    MP_NCCL(closeComm(comm));  // the window goes with it
+    MP_NCCL(ferryDeviceStreamSynchronize(a.stream));
+    MP_NCCL(ferryDeviceSetTaskDelayUs(0));
+    MP_TRY(checkAllReduce(me, out, "after destroy"));
+    MP_NCCL(ferryDeviceStreamDestroy(a.stream));
+    MP_NCCL(ncclMemFree(a.base));
+    return 0;
+  }, opts("destroy"));
+  EXPECT_RANKS_OK(res);
 }
 
 // Rank 1 registers its window and leaves: rank 0's AllReduce waits on its

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -115,8 +116,10 @@ struct Device {
   struct Import {
     char* shadow;
     size_t bytes;
+    std::string key;
   };
   std::map<char*, Import> imports;
+  std::set<std::string> opened;  // handles mapped here (the Import keeps its key)
   std::set<Stream*> streams;
   Stream* legacy = nullptr;
   std::map<std::string, long> counters;
@@ -393,6 +396,12 @@ CUresult cuIpcGetMemHandle(IpcHandle* h, CUdeviceptr p) {
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* p, IpcHandle h, unsigned) {
   if (CUresult r = ready()) return r;
   if (h.pid == getpid()) return kInvalidValue;  // CUDA: not in the exporting process
+  // Strictest reading of CUDA: a handle is mapped once per process.
+  const std::string key(reinterpret_cast<const char*>(&h), offsetof(IpcHandle, pad));
+  {
+    std::lock_guard<std::mutex> g(D().mu);
+    if (D().opened.count(key)) return 208;  // CUDA_ERROR_ALREADY_MAPPED
+  }
   std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return kInvalidValue;
@@ -404,7 +413,8 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* p, IpcHandle h, unsigned) {
   if (a == MAP_FAILED || b == MAP_FAILED) return kInvalidValue;
   count("cuIpcOpenMemHandle");
   std::lock_guard<std::mutex> g(D().mu);
-  D().imports[static_cast<char*>(a) + lead] = {static_cast<char*>(b) + lead, h.bytes};
+  D().opened.insert(key);
+  D().imports[static_cast<char*>(a) + lead] = {static_cast<char*>(b) + lead, h.bytes, key};
   *p = reinterpret_cast<CUdeviceptr>(static_cast<char*>(a) + lead);
   return kOk;
 }
@@ -418,6 +428,7 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
   const size_t len = (lead + it->second.bytes + page - 1) / page * page;
   munmap(it->first - lead, len);
   munmap(it->second.shadow - lead, len);
+  D().opened.erase(it->second.key);
   D().imports.erase(it);
   return kOk;
 }
