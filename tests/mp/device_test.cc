@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tests/mp/coll_cases.h"
+#include "tests/mp/fake_cuda_count.h"
 
 namespace ferry::mp {
 namespace {
@@ -41,16 +42,6 @@ int matrix(const Rank& me) {
     }
   }
   return 0;
-}
-
-// How often the stand-in driver saw an entry point (0 when it is not loaded).
-long fakeCudaCount(const char* name) {
-  void* lib = dlopen(FERRY_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
-  if (!lib) return 0;
-  auto f = reinterpret_cast<long (*)(const char*)>(dlsym(lib, "fakeCudaCount"));
-  long n = f ? f(name) : 0;
-  dlclose(lib);
-  return n;
 }
 
 // Device buffers on the ranks whose FERRY_DEVICE is set, host on the others.

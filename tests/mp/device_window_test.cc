@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "tests/mp/coll_cases.h"
+#include "tests/mp/fake_cuda_count.h"
 
 namespace ferry::mp {
 namespace {
@@ -61,6 +62,21 @@ int closeArena(const Rank& me, Arena* a) {
   MP_NCCL(ncclCommWindowDeregister(me.comm, a->win));
   MP_NCCL(ferryDeviceStreamDestroy(a->stream));
   MP_NCCL(ncclMemFree(a->base));
+  return 0;
+}
+
+// A rank that ends its communicator itself (abort or destroy, which
+// withComm's teardown would not do), its arena made: f(me, a) runs, then the
+// arena's stream and memory go (the window with the communicator).
+int ownComm(int rank, int nranks, const ncclUniqueId& id, const std::function<int(Rank&, Arena&)>& f) {
+  ncclComm_t comm;
+  MP_NCCL(initComm(&comm, nranks, id, rank));
+  Rank me{comm, rank, nranks};
+  Arena a;
+  MP_TRY(openArena(me, &a));
+  MP_TRY(f(me, a));
+  MP_NCCL(ferryDeviceStreamDestroy(a.stream));
+  MP_NCCL(ncclMemFree(a.base));
   return 0;
 }
 
@@ -184,16 +200,6 @@ int everyCollective(const Rank& me, Arena& a) {
 int stagedBytes(const Rank& me, unsigned long long* staged) {
   MP_NCCL(ferryCommStagedBytes(me.comm, staged));
   return 0;
-}
-
-// How often the stand-in CUDA driver saw an entry point (0 when it is not loaded).
-long fakeCudaCount(const char* name) {
-  void* lib = dlopen(FERRY_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
-  if (!lib) return 0;
-  auto f = reinterpret_cast<long (*)(const char*)>(dlsym(lib, "fakeCudaCount"));
-  long n = f ? f(name) : 0;
-  dlclose(lib);
-  return n;
 }
 
 // Ranks on `backend`'s memory: testdev, or CUDA through the stand-in
@@ -413,24 +419,19 @@ TEST(MpDeviceWindowStream, CallReturnsBeforeTheWork) {
 // (not by timeout: that is set far beyond the test's wait).
 TEST(MpDeviceWindowStream, RanksThatDisagreeFailNamingBothCalls) {
   RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
-    ncclComm_t comm;
-    MP_NCCL(initComm(&comm, nranks, id, rank));
-    Rank me{comm, rank, nranks};
-    Arena a;
-    MP_TRY(openArena(me, &a));
-    char* out = static_cast<char*>(a.base) + kArenaBytes / 2;
-    auto s = static_cast<cudaStream_t>(a.stream);
-    if (rank == 0) MP_NCCL(ncclAllReduce(a.base, out, 1024, ncclInt32, ncclSum, comm, s));
-    if (rank == 1) MP_NCCL(ncclAllGather(a.base, out, 512, ncclInt32, comm, s));
-    MP_NCCL(ferryDeviceStreamSynchronize(a.stream));
-    ncclResult_t async = ncclSuccess;
-    MP_NCCL(ncclCommGetAsyncError(comm, &async));
-    MP_CHECK(async == ncclInvalidUsage, "rank %d: async error %s after mismatched collectives", rank,
-             resultName(async).c_str());
-    ncclCommAbort(comm);
-    MP_NCCL(ferryDeviceStreamDestroy(a.stream));
-    MP_NCCL(ncclMemFree(a.base));
-    return 0;
+    return ownComm(rank, nranks, id, [](Rank& me, Arena& a) {
+      char* out = static_cast<char*>(a.base) + kArenaBytes / 2;
+      auto s = static_cast<cudaStream_t>(a.stream);
+      if (me.rank == 0) MP_NCCL(ncclAllReduce(a.base, out, 1024, ncclInt32, ncclSum, me.comm, s));
+      if (me.rank == 1) MP_NCCL(ncclAllGather(a.base, out, 512, ncclInt32, me.comm, s));
+      MP_NCCL(ferryDeviceStreamSynchronize(a.stream));
+      ncclResult_t async = ncclSuccess;
+      MP_NCCL(ncclCommGetAsyncError(me.comm, &async));
+      MP_CHECK(async == ncclInvalidUsage, "rank %d: async error %s after mismatched collectives", me.rank,
+               resultName(async).c_str());
+      ncclCommAbort(me.comm);
+      return 0;
+    });
   }, opts("disagree", {{"FERRY_TIMEOUT_MS", "600000"}}, 120));
   EXPECT_RANKS_OK(res);
   EXPECT_EQ(logFilesWith(logDir(), "disagree", "ranks disagree on a collective over device windows"), 2);
@@ -497,21 +498,15 @@ TEST(MpDeviceWindowStream, AGroupOnOneRankOnlyStillMeets) {
 // the sync pages), and the stream still delivers the sum.
 TEST(MpDeviceWindowStream, DestroyWaitsForQueuedWork) {
   RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
-    ncclComm_t comm;
-    MP_NCCL(initComm(&comm, nranks, id, rank));
-    Rank me{comm, rank, nranks};
-    Arena a;
-    MP_TRY(openArena(me, &a));
-    MP_NCCL(ferryDeviceSetTaskDelayUs(3000));
-    Io out;
-    MP_TRY(windowAllReduce(me, a, 0, 2048, a.stream, &out));
-    MP_NCCL(closeComm(comm));  // the window goes with it
-    MP_NCCL(ferryDeviceStreamSynchronize(a.stream));
-    MP_NCCL(ferryDeviceSetTaskDelayUs(0));
-    MP_TRY(checkAllReduce(me, out, "after destroy"));
-    MP_NCCL(ferryDeviceStreamDestroy(a.stream));
-    MP_NCCL(ncclMemFree(a.base));
-    return 0;
+    return ownComm(rank, nranks, id, [](Rank& me, Arena& a) {
+      MP_NCCL(ferryDeviceSetTaskDelayUs(3000));
+      Io out;
+      MP_TRY(windowAllReduce(me, a, 0, 2048, a.stream, &out));
+      MP_NCCL(closeComm(me.comm));  // the window goes with it
+      MP_NCCL(ferryDeviceStreamSynchronize(a.stream));
+      MP_NCCL(ferryDeviceSetTaskDelayUs(0));
+      return checkAllReduce(me, out, "after destroy");
+    });
   }, opts("destroy"));
   EXPECT_RANKS_OK(res);
 }
@@ -521,27 +516,22 @@ TEST(MpDeviceWindowStream, DestroyWaitsForQueuedWork) {
 // the communicator reports the failure; the stream is released.
 TEST(MpDeviceWindowStream, DeadPeerFailsTheCommunicatorAndReleasesTheStream) {
   RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
-    ncclComm_t comm;
-    MP_NCCL(initComm(&comm, nranks, id, rank));
-    Rank me{comm, rank, nranks};
-    Arena a;
-    MP_TRY(openArena(me, &a));
-    if (rank == 1) _exit(0);  // leaves without a word
-    MP_NCCL(ncclAllReduce(a.base, static_cast<char*>(a.base) + kArenaBytes / 2, 1024, ncclInt32, ncclSum, comm,
-                          static_cast<cudaStream_t>(a.stream)));
-    // The stream waits as long as the communicator's timeout, and so does
-    // one synchronize: ask until it is through.
-    ncclResult_t sync = ncclInternalError;
-    for (int i = 0; i < 10 && sync != ncclSuccess; ++i) sync = ferryDeviceStreamSynchronize(a.stream);
-    MP_CHECK(sync == ncclSuccess, "the stream was not released: %s", resultName(sync).c_str());
-    ncclResult_t async = ncclSuccess;
-    MP_NCCL(ncclCommGetAsyncError(comm, &async));
-    MP_CHECK(async != ncclSuccess && async != ncclInProgress,
-             "the AllReduce with a dead peer left async error %d", static_cast<int>(async));
-    ncclCommAbort(comm);
-    MP_NCCL(ferryDeviceStreamDestroy(a.stream));
-    MP_NCCL(ncclMemFree(a.base));
-    return 0;
+    return ownComm(rank, nranks, id, [](Rank& me, Arena& a) {
+      if (me.rank == 1) _exit(0);  // leaves without a word
+      MP_NCCL(ncclAllReduce(a.base, static_cast<char*>(a.base) + kArenaBytes / 2, 1024, ncclInt32, ncclSum,
+                            me.comm, static_cast<cudaStream_t>(a.stream)));
+      // The stream waits as long as the communicator's timeout, and so does
+      // one synchronize: ask until it is through.
+      ncclResult_t sync = ncclInternalError;
+      for (int i = 0; i < 10 && sync != ncclSuccess; ++i) sync = ferryDeviceStreamSynchronize(a.stream);
+      MP_CHECK(sync == ncclSuccess, "the stream was not released: %s", resultName(sync).c_str());
+      ncclResult_t async = ncclSuccess;
+      MP_NCCL(ncclCommGetAsyncError(me.comm, &async));
+      MP_CHECK(async != ncclSuccess && async != ncclInProgress,
+               "the AllReduce with a dead peer left async error %d", static_cast<int>(async));
+      ncclCommAbort(me.comm);
+      return 0;
+    });
   }, opts("dead", {{"FERRY_TIMEOUT_MS", "3000"}}, 120));
   EXPECT_RANKS_OK(res);
   EXPECT_EQ(logFilesWith(logDir(), "dead", "did not reach barrier"), 1);
