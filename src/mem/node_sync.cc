@@ -67,22 +67,17 @@ void NodeSync::waitingOn(std::vector<int>* out) const {
 
 void NodeSync::publish(const SymDescriptor& d) { own_->desc = d; }
 
-int NodeSync::firstDeviceMismatch(SymDescriptor* theirs) const {
+int NodeSync::firstMismatch(SymDescriptor Page::*field, SymDescriptor* theirs) const {
   for (size_t r = 0; r < pages_.size(); ++r) {
-    if (pages_[r]->devDesc == own_->devDesc) continue;
-    *theirs = pages_[r]->devDesc;
+    if (pages_[r]->*field == own_->*field) continue;
+    *theirs = pages_[r]->*field;
     return static_cast<int>(r);
   }
   return -1;
 }
 
-int NodeSync::firstMismatch(SymDescriptor* theirs) const {
-  for (size_t r = 0; r < pages_.size(); ++r) {
-    if (pages_[r]->desc == own_->desc) continue;
-    *theirs = pages_[r]->desc;
-    return static_cast<int>(r);
-  }
-  return -1;
-}
+int NodeSync::firstDeviceMismatch(SymDescriptor* theirs) const { return firstMismatch(&Page::devDesc, theirs); }
+
+int NodeSync::firstMismatch(SymDescriptor* theirs) const { return firstMismatch(&Page::desc, theirs); }
 
 }  // namespace ferry::mem

@@ -76,6 +76,8 @@ class NodeSync {
     SymDescriptor devDesc;
   };
   NodeSync() = default;
+  // The first rank whose descriptor `field` differs from mine, or -1.
+  int firstMismatch(SymDescriptor Page::*field, SymDescriptor* theirs) const;
 
   Page* own_ = nullptr;       // from allocShared
   std::vector<Page*> pages_;  // by rank (own_ for this rank)
