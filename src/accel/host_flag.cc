@@ -46,10 +46,8 @@ void HostFlag::raiseTo(uint32_t value) {
 }
 
 bool HostFlag::waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<bool>* abort) const {
-  // Wrap-safe: the counters here count a handful of events.
-  auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - value) >= 0; };
   for (int i = 0; i < 64; ++i) {
-    if (reached(load())) return true;
+    if (reached(value)) return true;
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
@@ -58,13 +56,13 @@ bool HostFlag::waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<
   // waking a thread that sleeps on a futex costs tens of microseconds in a
   // virtual machine; a yield gives the core to whoever needs it.
   for (int i = 0; i < kYields; ++i) {
-    if (reached(load())) return true;
+    if (reached(value)) return true;
     sched_yield();
   }
   const int64_t end = timeoutMs > 0 ? nowMs() + timeoutMs : INT64_MAX;
   for (;;) {
     uint32_t v = load();
-    if (reached(v)) return true;
+    if (static_cast<int32_t>(v - value) >= 0) return true;
     if (abort && abort->load(std::memory_order_acquire)) return false;
     int64_t left = end - nowMs();
     if (left <= 0) return false;

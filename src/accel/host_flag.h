@@ -18,6 +18,9 @@ namespace ferry::accel {
 class HostFlag {
  public:
   uint32_t load() const { return v_.load(std::memory_order_acquire); }
+  // Whether load() >= value, wrap-safe (the counters here count a handful
+  // of events at a time, never 2^31 apart).
+  bool reached(uint32_t value) const { return static_cast<int32_t>(load() - value) >= 0; }
   // Adds n (release) and wakes every waiter.
   void add(uint32_t n = 1);
   // At least value from now on (release; never lowers it), waking every waiter.

@@ -1,33 +1,19 @@
 #include "comm/device_direct.h"
 
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "algorithms/builders.h"
+#include "comm/barrier_watch.h"
 #include "comm/comm.h"
 #include "comm/group.h"
 #include "comm/symmetric_bind.h"
 #include "core/config.h"
 #include "core/log.h"
-#include "core/wait.h"
 
 namespace ferry {
 
-// Shared with the host functions on the streams, which may outlive the
-// communicator's use of them: they touch the communicator only under mu,
-// and only while comm is set.
-struct DeviceDirect::Control {
-  std::mutex mu;
-  Comm* comm = nullptr;
-  std::atomic<bool> stop{false};  // the communicator goes: waits end now
-  int rank = 0;
-  int64_t timeoutMs = 0;
-};
-
 namespace {
-
-using Control = DeviceDirect::Control;
 
 bool directOp(const CollTask& t) { return !t.reduce.premul && t.reduce.divisor <= 1; }
 
@@ -75,43 +61,11 @@ bool plan(const CollTask& t, const mem::WindowBinding& b, const Schedule& s, std
   return true;
 }
 
-// From the stream: latched for ncclCommGetAsyncError, and named once.
-void report(Control& ctl, const Status& st) {
-  std::lock_guard<std::mutex> g(ctl.mu);
-  if (!ctl.comm) return;
-  ctl.comm->latch(st);
-  FERRY_WARN("%s", st.message().c_str());
-}
-
-// Whether a wait should end unfulfilled: the communicator is gone, was
-// aborted or failed (here, or on another rank of the host: pollBackground).
-bool givenUp(Control& ctl) {
-  if (ctl.stop.load()) return true;
-  std::lock_guard<std::mutex> g(ctl.mu);
-  if (!ctl.comm) return true;
-  ctl.comm->pollBackground();
-  return ctl.comm->abortFlag()->load() || ctl.comm->asyncResult() != ncclSuccess;
-}
-
-enum class Wait { kReached, kGivenUp, kTimedOut };
-
-bool reached(const accel::HostFlag* f, uint32_t g) { return static_cast<int32_t>(f->load() - g) >= 0; }
-
-// Until f reaches g, in slices of 10 ms between which givenUp is asked.
-Wait waitFor(Control& ctl, const accel::HostFlag* f, uint32_t g) {
-  const int64_t end = nowMs() + ctl.timeoutMs;
-  for (;;) {
-    if (reached(f, g)) return Wait::kReached;
-    if (givenUp(ctl)) return Wait::kGivenUp;
-    if (f->waitAtLeast(g, 10, &ctl.stop)) return Wait::kReached;
-    if (nowMs() >= end) return Wait::kTimedOut;
-  }
-}
-
 class StreamRun {
  public:
-  StreamRun(const CollTask& t, mem::NodeSync* sync, std::shared_ptr<Control> ctl)
-      : t_(t), dev_(t.dev), sync_(sync), ctl_(std::move(ctl)) {}
+  StreamRun(const CollTask& t, mem::NodeSync* sync, BarrierWatch* watch, const accel::HostFlag* gate,
+            int64_t gateMs)
+      : t_(t), dev_(t.dev), sync_(sync), watch_(watch), gate_(gate), gateMs_(gateMs) {}
 
   // Before any step: this rank's descriptor of the operation goes into its
   // sync page, to be compared with every rank's once the first barrier
@@ -136,39 +90,23 @@ class StreamRun {
   }
 
  private:
-  // My flag rises to the barrier's number; the stream then waits (in a
-  // host function, so that the wait sees the communicator's abort, its
-  // failures and a deadline) until every rank's flag has. Once the
-  // communicator failed, later barriers no longer wait.
+  // My flag rises to the barrier's number (a host function that does not
+  // block), then the stream waits for the gate the watch raises once every
+  // rank's flag has (barrier_watch.h).
   Status barrier() {
     const uint32_t g = sync_->nextDeviceBarrier();
-    FERRY_TRY(dev_->signalFlagAsync(t_.stream, sync_->deviceFlag(ctl_->rank), g));
-    const bool check = !checked_;
+    watch_->add(g, checked_ ? nullptr : &desc_);
     checked_ = true;
-    return dev_->hostFnAsync(t_.stream, [ctl = ctl_, sync = sync_, g, check, d = desc_] {
-      for (int p = 0; p < sync->nranks(); ++p) {
-        Wait w = waitFor(*ctl, sync->deviceFlag(p), g);
-        if (w == Wait::kReached) continue;
-        if (w == Wait::kTimedOut)
-          report(*ctl, timeoutError("device windows: rank " + std::to_string(p) + " did not reach barrier " +
-                                    std::to_string(g) + " within " + std::to_string(ctl->timeoutMs) +
-                                    " ms; rank " + std::to_string(ctl->rank) + "'s stream goes on"));
-        return;
-      }
-      mem::SymDescriptor theirs;
-      int r = check ? sync->firstDeviceMismatch(&theirs) : -1;
-      if (r >= 0)
-        report(*ctl, invalidUsage("ranks disagree on a collective over device windows: rank " +
-                                  std::to_string(ctl->rank) + " runs " + mem::describe(d) + ", rank " +
-                                  std::to_string(r) + " runs " + mem::describe(theirs) +
-                                  " (every rank must pass window buffers at the same offsets)"));
-    });
+    FERRY_TRY(dev_->signalFlagAsync(t_.stream, sync_->deviceFlag(t_.comm->rank()), g));
+    return dev_->waitFlagAsync(t_.stream, gate_, g, gateMs_);
   }
 
   const CollTask& t_;
   accel::Accelerator* dev_;
   mem::NodeSync* sync_;
-  std::shared_ptr<Control> ctl_;
+  BarrierWatch* watch_;
+  const accel::HostFlag* gate_;
+  int64_t gateMs_;
   mem::SymDescriptor desc_;
   bool checked_ = false;
 };
@@ -180,29 +118,26 @@ DeviceDirect& Comm::direct() {
   return *direct_;
 }
 
-DeviceDirect::DeviceDirect(Comm* c) : comm_(c), ctl_(std::make_shared<Control>()) {
-  ctl_->comm = c;
-  ctl_->rank = c->rank();
-  ctl_->timeoutMs = c->timeoutMs();
-}
+DeviceDirect::DeviceDirect(Comm* c) : comm_(c) {}
 
 bool DeviceDirect::drain(int64_t timeoutMs) const {
   return ops_ == 0 || done_->waitAtLeast(ops_, timeoutMs);
 }
 
 DeviceDirect::~DeviceDirect() {
-  // A wait gives up after the timeout, and the first failure makes the
-  // later ones give up at once: past that and some slack, stop them.
-  if (!drain(ctl_->timeoutMs + 5000)) {
-    ctl_->stop = true;
+  // A barrier gives up after the timeout, and the first failure makes the
+  // later ones pass at once: past that and some slack, release them all.
+  if (!drain(comm_->timeoutMs() + 5000)) {
+    watch_->stop();
     if (!drain(5000)) {
       FERRY_WARN("device windows: work of rank %d's communicator is still queued on a stream at its "
-                 "destruction; its sync pages and imported windows stay mapped", ctl_->rank);
+                 "destruction; its sync pages, imported windows and flags stay mapped", comm_->rank());
       comm_->windows().abandon();
+      // Streams still wait on these (on CUDA by address, in the flag slab).
+      new std::shared_ptr<accel::HostFlag>(done_);
+      new std::shared_ptr<accel::HostFlag>(gate_);
     }
   }
-  std::lock_guard<std::mutex> g(ctl_->mu);
-  ctl_->comm = nullptr;
 }
 
 Result<bool> DeviceDirect::submit(const CollTask& t) {
@@ -222,12 +157,17 @@ Result<bool> DeviceDirect::submit(const CollTask& t) {
   if (!done_) {
     dev_ = t.dev;
     done_ = t.dev->newFlag();
+    gate_ = t.dev->newFlag();
+    watch_ = std::make_unique<BarrierWatch>(comm_, sync, gate_);
   }
   const uint32_t k = ++ops_;
   mem::SymDescriptor d = b->descriptor();
   d.collSeq = sync->nextDeviceOp();
-  StreamRun run(t, sync, ctl_);
-  Status st = k > 1 ? t.dev->waitFlagAsync(t.stream, done_.get(), k - 1, ctl_->timeoutMs) : Status::ok();
+  // The watch releases every barrier within the timeout of this rank's
+  // arrival; the gate's own deadline only backs that up.
+  const int64_t gateMs = comm_->timeoutMs() + 10000;
+  StreamRun run(t, sync, watch_.get(), gate_.get(), gateMs);
+  Status st = k > 1 ? t.dev->waitFlagAsync(t.stream, done_.get(), k - 1, gateMs) : Status::ok();
   if (st.isOk()) st = run.publish(d);
   for (size_t i = 0; i < moves.size() && st.isOk(); ++i) st = run.run(moves[i]);
   if (st.isOk()) st = t.dev->signalFlagAsync(t.stream, done_.get(), k);

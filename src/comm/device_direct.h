@@ -6,9 +6,11 @@
 // staging: the symmetric schedule (algorithms/symmetric.cc) is enqueued on
 // the caller's stream step by step. Copies and reductions become the
 // backend's copyAsync / reduceAsync on the peers' memory, and a barrier
-// becomes "raise my flag to the barrier's number, wait for every rank's"
-// on shared flags (mem/node_sync.h). The host call returns at once; the
-// stream runs the collective when it gets there, as NCCL's kernels would.
+// becomes "raise my flag to the barrier's number (mem/node_sync.h), wait
+// for the gate", which a host thread raises once every rank's flag has
+// (comm/barrier_watch.h): no host function ever blocks. The host call
+// returns at once; the stream runs the collective when it gets there, as
+// NCCL's kernels would.
 //
 // Operations run one after another per communicator, whatever streams they
 // are on (each waits for the previous one's end on a flag of its own): the
@@ -31,6 +33,7 @@
 
 namespace ferry {
 
+class BarrierWatch;
 class Comm;
 struct CollTask;
 
@@ -52,13 +55,12 @@ class DeviceDirect {
   // Until every operation enqueued so far has run: false after timeoutMs.
   bool drain(int64_t timeoutMs) const;
 
-  struct Control;  // what the streams' host functions share with us
-
  private:
   Comm* comm_;
-  std::shared_ptr<Control> ctl_;
   accel::Accelerator* dev_ = nullptr;     // the backend of the first operation
   std::shared_ptr<accel::HostFlag> done_;  // operations finished, in order
+  std::shared_ptr<accel::HostFlag> gate_;  // barriers released (by watch_)
+  std::unique_ptr<BarrierWatch> watch_;
   uint32_t ops_ = 0;                       // operations enqueued
 };
 

@@ -344,6 +344,91 @@ TEST(MpDeviceWindowCuda, CaptureIsRefusedByName) {
   EXPECT_EQ(logFilesWith(logDir(), "capture", "stream capture (CUDA graphs) are not supported yet"), 2);
 }
 
+// Holds a stream back until release(): the stream waits on a registered
+// host word (cuStreamWaitValue32), which holds no host-function thread.
+class StreamGate {
+ public:
+  int hold(void* stream) {
+    const char* real = std::getenv("FERRY_TEST_CUDA_LIBRARY");
+    lib_ = dlopen(real ? real : FERRY_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
+    MP_CHECK(lib_ != nullptr, "the driver was not loaded");
+    auto reg = reinterpret_cast<int (*)(void*, size_t, unsigned)>(dlsym(lib_, "cuMemHostRegister_v2"));
+    auto devPtr = reinterpret_cast<int (*)(unsigned long long*, void*, unsigned)>(
+        dlsym(lib_, "cuMemHostGetDevicePointer_v2"));
+    auto wait = reinterpret_cast<int (*)(void*, unsigned long long, uint32_t, unsigned)>(
+        dlsym(lib_, "cuStreamWaitValue32_v2"));
+    MP_CHECK(reg && devPtr && wait, "no entry points to hold a stream with");
+    MP_CHECK(reg(word_, sizeof(word_), 2 /* DEVICEMAP */) == 0, "cuMemHostRegister failed");
+    unsigned long long dev = 0;
+    MP_CHECK(devPtr(&dev, word_, 0) == 0, "cuMemHostGetDevicePointer failed");
+    MP_CHECK(wait(stream, dev, 1, 0) == 0, "cuStreamWaitValue32 failed");
+    return 0;
+  }
+  void release() { __atomic_store_n(&word_[0], 1u, __ATOMIC_RELEASE); }
+  ~StreamGate() {
+    if (lib_) dlclose(lib_);
+  }
+
+ private:
+  alignas(4096) uint32_t word_[1024] = {};
+  void* lib_ = nullptr;
+};
+
+// CUDA (stand-in driver, which runs host functions one at a time across
+// streams, as CUDA may): two communicators, one stream each, both ranks
+// calling A then B. Rank 0's stream A and rank 1's stream B are held back,
+// so each rank's other stream reaches its barrier first. A barrier that
+// waited in a host function held the host-function thread there, and the
+// peer's arrival it waited for was queued behind the peer's own waiting
+// one: both ranks stalled until the timeout. Barriers the streams wait for
+// on the device side pass, and both sums are exact.
+TEST(MpDeviceWindowCuda, CrossedStreamsOfTwoCommunicators) {
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    return withComm(rank, nranks, id, [](const Rank& me) {
+      ncclComm_t other = nullptr;
+      MP_NCCL(ncclCommSplit(me.comm, 0, me.rank, &other, nullptr));
+      Rank me2{other, me.rank, me.nranks};
+      Arena a, b;
+      MP_TRY(openArena(me, &a));
+      MP_TRY(openArena(me2, &b));
+      // Inputs first: a copy from pageable memory may wait for its stream.
+      const size_t n = 3000;
+      Io io;
+      io.in.resize(n);
+      for (size_t i = 0; i < n; ++i) io.in[i] = me.rank * 10 + int32_t(i);
+      for (Arena* x : {&a, &b}) {
+        MP_NCCL(ferryDeviceMemcpyAsync(x->base, io.in.data(), n * 4, x->stream));
+        MP_NCCL(ferryDeviceStreamSynchronize(x->stream));
+      }
+      StreamGate gate;
+      MP_TRY(gate.hold(me.rank == 0 ? a.stream : b.stream));
+      for (auto [c, x] : {std::pair{me.comm, &a}, std::pair{other, &b}})
+        MP_NCCL(ncclAllReduce(x->base, static_cast<char*>(x->base) + kArenaBytes / 2, n, ncclInt32, ncclSum, c,
+                              static_cast<cudaStream_t>(x->stream)));
+      usleep(300000);  // the streams not held reach their first barriers
+      gate.release();
+      for (auto [what, x] : {std::pair{"communicator A", &a}, std::pair{"communicator B", &b}}) {
+        io.out.assign(n, -1);
+        MP_NCCL(ferryDeviceMemcpyAsync(io.out.data(), static_cast<char*>(x->base) + kArenaBytes / 2, n * 4,
+                                       x->stream));
+        MP_NCCL(ferryDeviceStreamSynchronize(x->stream));
+        MP_TRY(checkAllReduce(me, io, what));
+      }
+      for (ncclComm_t c : {me.comm, other}) {
+        ncclResult_t async = ncclInternalError;
+        MP_NCCL(ncclCommGetAsyncError(c, &async));
+        MP_CHECK(async == ncclSuccess, "rank %d: a communicator failed (%d)", me.rank, int(async));
+      }
+      MP_TRY(closeArena(me2, &b));
+      MP_TRY(closeArena(me, &a));
+      MP_NCCL(ncclCommDestroy(other));
+      return 0;
+    });
+  }, opts("crossed", {{"FERRY_TIMEOUT_MS", "20000"}}, 120, "cuda"));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "crossed", "AllReduce on cuda windows"), 2);
+}
+
 // Reductions in many small steps (FERRY_DEVWIN_PIECE_BYTES, not a multiple
 // of every element size) instead of the default's one or two per block.
 TEST(MpDeviceWindowPieces, SmallStepsExact) {

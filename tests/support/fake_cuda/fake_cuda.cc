@@ -14,10 +14,11 @@
 // "Device" memory is a memfd mapped PROT_NONE at the addresses handed out
 // (any host load or store faults, as on a discrete GPU) and read-write at a
 // second address the stand-in's own copies use. Each stream is a worker
-// thread running its work in order; driver calls from it (a host function)
-// fail with CUDA_ERROR_NOT_PERMITTED, as CUDA allows. Calls other than cuInit, cuDeviceGet*,
-// cuGetErrorString and context calls need cuInit and a current context,
-// as the real driver does.
+// thread running its work in order. Host functions run one at a time
+// across all streams, as CUDA may run them, and driver calls from one fail
+// with CUDA_ERROR_NOT_PERMITTED, as CUDA allows. Calls other than cuInit,
+// cuDeviceGet*, cuGetErrorString and context calls need cuInit and a
+// current context, as the real driver does.
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -245,7 +246,10 @@ CUresult cuLaunchHostFunc(void* s, void (*fn)(void*), void* data) {
   Stream* st = stream(s);
   if (!st) return kInvalidHandle;
   count("cuLaunchHostFunc");
-  st->push([fn, data] { fn(data); });
+  st->push([fn, data] {
+    std::lock_guard<std::mutex> g(gHostFnMu);
+    fn(data);
+  });
   return kOk;
 }
 

@@ -33,6 +33,10 @@ constexpr size_t kRegion = size_t(512) << 20, kAlign = 256;
 inline thread_local bool tOnWorker = false;
 // fakeCudaSetTaskDelayUs: every stream task starts this late (a slow GPU).
 inline std::atomic<unsigned> gTaskDelayUs{0};
+// CUDA may run the host functions of all streams one at a time (on one
+// driver thread); the stand-in always does, so a host function that blocks
+// holds back every other stream's host functions, as it can on a GPU.
+inline std::mutex gHostFnMu;
 
 struct Stream {
   std::mutex mu;
