@@ -30,7 +30,8 @@ struct CollCall {
   void* stream;
 };
 
-Result<ReduceSpec> reduceSpec(Comm* c, int op, kernels::DType t) {
+// *deviceScalar: a PreMulSum scalar in device memory, to be read later.
+Result<ReduceSpec> reduceSpec(Comm* c, int op, kernels::DType t, const void** deviceScalar) {
   ReduceSpec r;
   r.dtype = t;
   int v = op;
@@ -47,6 +48,14 @@ Result<ReduceSpec> reduceSpec(Comm* c, int op, kernels::DType t) {
   r.op = kernels::Op::kSum;
   r.premul = true;
   r.scalar = p->scalar;
+  if (p->at) {
+    // NCCL reads a "device" scalar as the collective runs: host memory
+    // now, device memory once the call's stream gets there (the bridge).
+    if (accel::anyDevice() && &accel::ownerOf(p->at) != &accel::host())
+      *deviceScalar = p->at;
+    else
+      r.scalar = kernels::scalarFromBytes(t, p->at);
+  }
   return r;
 }
 
@@ -102,7 +111,7 @@ Status submit(const CollCall& k, ncclComm_t comm) {
   CollTask task;
   task.comm = c;
   if (k.reduces) {
-    FERRY_ASSIGN(task.reduce, reduceSpec(c, k.op, t));
+    FERRY_ASSIGN(task.reduce, reduceSpec(c, k.op, t, &task.deviceScalar));
   }
   bool needSend, needRecv;
   significance(k, c->rank(), &needSend, &needRecv);
@@ -125,6 +134,9 @@ Status submit(const CollCall& k, ncclComm_t comm) {
   FERRY_TRY(orderOnStream(c, needSend ? k.sendbuff : nullptr, needRecv ? k.recvbuff : nullptr,
                           k.stream, &task.dev));
   task.stream = k.stream;
+  if (task.deviceScalar && (!task.dev || &accel::ownerOf(task.deviceScalar) != task.dev))
+    return invalidUsage(std::string("the PreMulSum scalar is ") + accel::ownerOf(task.deviceScalar).name() +
+                        " memory (ncclScalarDevice): the call must be ordered on a stream of that device");
   if (k.kind == CollKind::kAllToAll && task.args.inPlace && !task.dev) {
     // Blocks are received while others are still being sent: work on a copy.
     // The copy comes from the communicator's staging pool (reused, and

@@ -86,12 +86,19 @@ FERRY_EXPORT(ncclResult_t, ncclRedOpCreatePreMulSum, (ncclRedOp_t* op, void* sca
   return guard("ncclRedOpCreatePreMulSum", [&]() -> Status {
     FERRY_ASSIGN(Comm * c, liveComm(comm));
     FERRY_TRY(checkPtr(op, "op"));
-    FERRY_TRY(checkPtr(scalar, "scalar"));
     FERRY_ASSIGN(kernels::DType t, checkType(dtype));
     if (where != ncclScalarHostImmediate && where != ncclScalarDevice)
       return invalidArgument("invalid scalar residence " + std::to_string(where));
-    // Host memory only: a "device" scalar is host memory too, read now.
-    *op = static_cast<ncclRedOp_t>(c->addPremul(PremulOp{t, kernels::scalarFromBytes(t, scalar)}));
+    // Only a device-resident scalar may be device memory.
+    FERRY_TRY(where == ncclScalarDevice ? checkBuffer(scalar, "scalar") : checkPtr(scalar, "scalar"));
+    // A device scalar is read by each collective (it may be written in
+    // between, e.g. by a kernel earlier on the collective's stream).
+    PremulOp p{t, {}, nullptr};
+    if (where == ncclScalarDevice)
+      p.at = scalar;
+    else
+      p.scalar = kernels::scalarFromBytes(t, scalar);
+    *op = static_cast<ncclRedOp_t>(c->addPremul(p));
     return Status::ok();
   });
 }

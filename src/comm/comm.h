@@ -50,7 +50,10 @@ struct CommConfig {
 
 struct PremulOp {
   kernels::DType dtype;
-  kernels::Scalar scalar;
+  kernels::Scalar scalar;  // ncclScalarHostImmediate: read at creation
+  // ncclScalarDevice: read as each collective runs (NCCL's semantics): at
+  // the call from host memory, from device memory when the stream gets there.
+  const void* at = nullptr;
 };
 
 class DeviceDirect;

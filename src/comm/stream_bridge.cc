@@ -23,6 +23,7 @@ struct StreamPart {
     size_t bytes;
   };
   std::vector<Copy> in, out;
+  std::vector<Copy> scalars;  // PreMulSum scalars in device memory: first
 };
 
 // Where a piece's flag waits are released all at once (the job is over).
@@ -67,6 +68,8 @@ class BridgeJob final : public QueuedOp {
   std::vector<P2pTask> p2ps_;
   std::vector<StreamPart> parts_;
   std::vector<std::shared_ptr<char[]>> blocks_;
+  // Device scalars as the stream read them, for their tasks' runs.
+  std::vector<std::pair<CollTask*, const char*>> scalars_;
   size_t held_ = 0, staged_ = 0;
   accel::HostFlag reached_;
   std::shared_ptr<accel::HostFlag> done_;  // from the job's device (newFlag)
@@ -78,7 +81,7 @@ class BridgeJob final : public QueuedOp {
 StreamPart& BridgeJob::part(accel::Accelerator* dev, accel::StreamHandle s) {
   for (StreamPart& p : parts_)
     if (p.dev == dev && p.stream == s) return p;
-  parts_.push_back(StreamPart{dev, s, {}, {}});
+  parts_.push_back(StreamPart{dev, s, {}, {}, {}});
   return parts_.back();
 }
 
@@ -135,6 +138,18 @@ Status BridgeJob::stageColl(CollTask& t) {
   t.sendbuff = sb ? s : nullptr;
   t.recvbuff = rb ? r : nullptr;
   t.args.inPlace = false;
+  if (t.deviceScalar) {
+    // Into a pinned block: a copy into pageable memory may wait for the
+    // stream, and the call must return before the stream gets there.
+    const size_t e = kernels::sizeOf(t.reduce.dtype);
+    FERRY_TRY(p.dev->checkRange(t.deviceScalar, e));
+    const mem::BlockPinner pinner = pinnerFor(p.dev);
+    FERRY_ASSIGN(std::shared_ptr<char[]> b, comm_->bridgePool().take(e, &pinner));
+    blocks_.push_back(b);
+    p.scalars.push_back({b.get(), t.deviceScalar, e});
+    scalars_.push_back({&t, b.get()});
+    t.deviceScalar = nullptr;
+  }
   t.key.kind = -1;  // staging blocks change from call to call: never a repeat
   t.dev = nullptr;
   t.stream = nullptr;
@@ -224,6 +239,7 @@ Status BridgeJob::enqueueStreams(const std::shared_ptr<BridgeJob>& self) {
   // A gated job has one stream part (pipelines).
   if (gate_) return enqueuePieces(parts_.front(), self, waitMs);
   for (StreamPart& p : parts_) {
+    for (const auto& c : p.scalars) FERRY_TRY(p.dev->copyAsync(c.dst, c.src, c.bytes, p.stream));
     for (const auto& c : p.in) FERRY_TRY(p.dev->copyAsync(c.dst, c.src, c.bytes, p.stream));
     FERRY_TRY(p.dev->hostFnAsync(p.stream, [self] { self->reached_.add(1); }));
     FERRY_TRY(p.dev->waitFlagAsync(p.stream, done_.get(), 1, waitMs));
@@ -238,6 +254,7 @@ Status BridgeJob::enqueueStreams(const std::shared_ptr<BridgeJob>& self) {
 // it (piece j: done_ > j).
 Status BridgeJob::enqueuePieces(StreamPart& p, const std::shared_ptr<BridgeJob>& self,
                                 int64_t waitMs) {
+  for (const auto& c : p.scalars) FERRY_TRY(p.dev->copyAsync(c.dst, c.src, c.bytes, p.stream));
   FERRY_TRY(p.dev->hostFnAsync(p.stream, [self] { self->reached_.add(1); }));
   uint32_t counted = 0;
   for (const auto& c : p.in) {
@@ -283,6 +300,7 @@ void BridgeJob::run() {
     FERRY_WARN("%s", st.message().c_str());
     comm_->fail(st);
   } else {
+    for (auto [t, bytes] : scalars_) t->reduce.scalar = kernels::scalarFromBytes(t->reduce.dtype, bytes);
     // A failure is logged and latched on the communicator by the engine.
     (void)runTasks();
   }
