@@ -101,6 +101,13 @@ class Accelerator {
   // Whether reduceAsync can run at all (CUDA: only when the build embedded
   // the kernels nvcc compiled).
   virtual bool reduces() const { return true; }
+  // Avg's final division as stream work, dst = src / n with
+  // kernels::divide's semantics bit for bit (operands as reduceAsync's).
+  // Backends without it refuse by name (kInvalidUsage); divides() says
+  // which.
+  virtual bool divides() const { return false; }
+  virtual Status divideAsync(void* dst, const void* src, size_t count, kernels::DType t, uint64_t n,
+                             StreamHandle h);
   // Whether copyAsync runs on engines of the device's own, not on host
   // cores (CUDA's copy engines): only then can the CPU-forward bridge's
   // copies overlap the host collective for free (pipelined staging).

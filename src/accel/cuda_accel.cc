@@ -12,10 +12,6 @@
 
 namespace ferry::accel {
 
-// The fatbin nvcc built (cmake/embed_file.cmake), or an empty one.
-extern const unsigned char kReduceFatbin[];
-extern const size_t kReduceFatbinSize;
-
 namespace {
 
 cu::DevicePtr dptr(const void* p) { return reinterpret_cast<cu::DevicePtr>(p); }
@@ -149,43 +145,6 @@ Status CudaAccelerator::copyAsync(void* dst, const void* src, size_t bytes, Stre
     return hostFnAsync(s, [dst, src, bytes] { std::memmove(dst, src, bytes); });
   if (cu::Result r = d_->memcpyAsync(dptr(dst), dptr(src), bytes, s); r != cu::kSuccess)
     return d_->error(r, "cuMemcpyAsync");
-  return Status::ok();
-}
-
-bool CudaAccelerator::reduces() const { return kReduceFatbinSize != 0; }
-
-Result<cu::Function> CudaAccelerator::reduceKernel(kernels::DType t) {
-  const int i = static_cast<int>(t);
-  if (i < 0 || i >= kernels::kNumDTypes) return invalidArgument("cuda: invalid datatype");
-  std::lock_guard<std::mutex> g(mu_);
-  if (kernels_[i]) return kernels_[i];
-  if (kReduceFatbinSize == 0)
-    return invalidUsage("cuda: this libferry.so was built without nvcc: no reduction kernels");
-  if (!module_) {
-    if (cu::Result r = d_->moduleLoadData(&module_, kReduceFatbin); r != cu::kSuccess)
-      return d_->error(r, "cuModuleLoadData (the reduction kernels)");
-  }
-  std::string name = std::string("ferry_reduce_") + kernels::name(t);
-  if (cu::Result r = d_->moduleGetFunction(&kernels_[i], module_, name.c_str()); r != cu::kSuccess)
-    return d_->error(r, ("cuModuleGetFunction " + name).c_str());
-  return kernels_[i];
-}
-
-// One thread per element up to 1024 blocks of 256, then grid-stride.
-// Operands must be addressable by the device (its memory, or registered
-// host memory).
-Status CudaAccelerator::reduceAsync(void* dst, const void* a, const void* b, size_t count,
-                                    kernels::DType t, kernels::Op op, StreamHandle s) {
-  if (count == 0) return Status::ok();
-  FERRY_TRY(bind());
-  FERRY_ASSIGN(cu::Function f, reduceKernel(t));
-  unsigned long long n = count;
-  int o = static_cast<int>(op);
-  void* args[] = {&dst, &a, &b, &n, &o};
-  const unsigned block = 256;
-  const unsigned grid = static_cast<unsigned>(std::min<size_t>((count + block - 1) / block, 1024));
-  if (cu::Result r = d_->launchKernel(f, grid, 1, 1, block, 1, 1, 0, s, args, nullptr); r != cu::kSuccess)
-    return d_->error(r, "cuLaunchKernel (reduction)");
   return Status::ok();
 }
 

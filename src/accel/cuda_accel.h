@@ -52,6 +52,9 @@ class CudaAccelerator final : public Accelerator {
   Status signalFlagAsync(StreamHandle s, HostFlag* flag, uint32_t value) override;
   bool copyEngines() const override { return true; }
   bool reduces() const override;
+  bool divides() const override { return reduces(); }
+  Status divideAsync(void* dst, const void* src, size_t count, kernels::DType t, uint64_t n,
+                     StreamHandle h) override;
   Status waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,
                        int64_t timeoutMs) override;
   // CUDA IPC (cuda_accel_ipc.cc): the allocation's cuIpcGetMemHandle and
@@ -75,13 +78,18 @@ class CudaAccelerator final : public Accelerator {
   // The device address of a flag in the slab, or 0.
   cu::DevicePtr slabAddress(const HostFlag* f) const;
 
-  // The reduction kernel for t, the module loaded at the first call.
-  Result<cu::Function> reduceKernel(kernels::DType t);
+  // The kernels of reduce_kernels.cu (cuda_accel_kernels.cc).
+  enum Family { kReduceKernel, kDivideKernel, kFamilies };
+  // Family f's kernel for t, the module loaded at the first call.
+  Result<cu::Function> kernel(Family f, kernels::DType t);
+  // f over count elements: one thread per element up to 1024 blocks of
+  // 256, then grid-stride.
+  Status launch(Family f, kernels::DType t, size_t count, void** args, StreamHandle s);
 
   std::unique_ptr<CudaDriver> d_;
   cu::Context ctx_;
   cu::Module module_ = nullptr;
-  cu::Function kernels_[kernels::kNumDTypes] = {};
+  cu::Function kernels_[kFamilies][kernels::kNumDTypes] = {};
   std::mutex mu_;
   char* slab_ = nullptr;  // kFlagSlots flags, registered with the device
   cu::DevicePtr slabDev_ = 0;

@@ -128,6 +128,10 @@ void probe() {
   }
 }
 
+Status Accelerator::divideAsync(void*, const void*, size_t, kernels::DType, uint64_t, StreamHandle) {
+  return invalidUsage(std::string(name()) + ": no division kernel (Avg)");
+}
+
 Status Accelerator::exportMemory(const void*, size_t, IpcHandle*) {
   return invalidUsage(std::string(name()) + ": sharing memory with other processes is not supported");
 }

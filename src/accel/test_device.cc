@@ -203,6 +203,16 @@ Status TestDevice::reduceAsync(void* dst, const void* a, const void* b, size_t c
   return Status::ok();
 }
 
+Status TestDevice::divideAsync(void* dst, const void* src, size_t count, kernels::DType t, uint64_t n,
+                               StreamHandle h) {
+  size_t bytes = count * kernels::sizeOf(t);
+  FERRY_ASSIGN(TestStream * s, stream(h));
+  FERRY_ASSIGN(char* d, view(dst, bytes));
+  FERRY_ASSIGN(char* v, view(src, bytes));
+  s->enqueue([=] { kernels::divide(d, v, count, t, n); });
+  return Status::ok();
+}
+
 Status TestDevice::hostFnAsync(StreamHandle h, std::function<void()> fn) {
   FERRY_ASSIGN(TestStream * s, stream(h));
   s->enqueue(std::move(fn));

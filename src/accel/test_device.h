@@ -43,6 +43,9 @@ class TestDevice final : public Accelerator {
   Status copyAsync(void* dst, const void* src, size_t bytes, StreamHandle s) override;
   Status reduceAsync(void* dst, const void* a, const void* b, size_t count, kernels::DType t,
                      kernels::Op op, StreamHandle s) override;
+  bool divides() const override { return true; }
+  Status divideAsync(void* dst, const void* src, size_t count, kernels::DType t, uint64_t n,
+                     StreamHandle h) override;
   Status hostFnAsync(StreamHandle s, std::function<void()> fn) override;
   Status waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,
                        int64_t timeoutMs) override;

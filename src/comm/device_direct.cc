@@ -15,7 +15,9 @@ namespace ferry {
 
 namespace {
 
-bool directOp(const CollTask& t) { return !t.reduce.premul && t.reduce.divisor <= 1; }
+// PreMulSum never (a symmetric schedule reduces peers' inputs, each
+// scaled by its own rank's scalar); Avg where the backend can divide.
+bool directOp(const CollTask& t) { return !t.reduce.premul && (t.reduce.divisor <= 1 || t.dev->divides()); }
 
 // Steps as large as possible where each one is a kernel launch on engines
 // of the device's own; on testdev (host cores do the work) 1 MiB kept the
@@ -32,6 +34,7 @@ struct Move {
   char* dst = nullptr;
   const char* src = nullptr;
   size_t bytes = 0;
+  bool divide = false;  // Avg: the step makes final values, divide them
 };
 
 char* operand(const CollTask& t, const mem::WindowBinding& b, const Region& r) {
@@ -53,9 +56,9 @@ bool plan(const CollTask& t, const mem::WindowBinding& b, const Schedule& s, std
     }
     bool kind = x.kind == StepKind::kCopy || (x.kind == StepKind::kLocalReduce && t.dev->reduces());
     if (!kind || x.scaleSrc || x.src.buf > kOutputBuf || x.dst.buf > kOutputBuf) return false;
-    Move m{x.kind, operand(t, b, x.dst), operand(t, b, x.src), x.bytes};
+    Move m{x.kind, operand(t, b, x.dst), operand(t, b, x.src), x.bytes, x.finalValue && t.reduce.divisor > 1};
     if (!t.dev->checkRange(m.dst, m.bytes).isOk() || !t.dev->checkRange(m.src, m.bytes).isOk()) return false;
-    if (m.kind == StepKind::kCopy && m.dst == m.src) continue;  // in place: nothing to move
+    if (m.kind == StepKind::kCopy && m.dst == m.src && !m.divide) continue;  // in place: nothing to move
     out->push_back(m);
   }
   return true;
@@ -77,13 +80,18 @@ class StreamRun {
     return dev_->hostFnAsync(t_.stream, [sync, d] { sync->publishDevice(d); });
   }
 
+  // As the host executor runs the step (exec/executor.cc): a copy that
+  // makes final values divides on the way, a reduction divides its result.
   Status run(const Move& m) {
+    const size_t n = m.bytes / t_.args.elemSize;
     switch (m.kind) {
       case StepKind::kCopy:
+        if (m.divide) return dev_->divideAsync(m.dst, m.src, n, t_.reduce.dtype, t_.reduce.divisor, t_.stream);
         return dev_->copyAsync(m.dst, m.src, m.bytes, t_.stream);
       case StepKind::kLocalReduce:  // dst = src OP dst
-        return dev_->reduceAsync(m.dst, m.src, m.dst, m.bytes / t_.args.elemSize, t_.reduce.dtype,
-                                 t_.reduce.op, t_.stream);
+        FERRY_TRY(dev_->reduceAsync(m.dst, m.src, m.dst, n, t_.reduce.dtype, t_.reduce.op, t_.stream));
+        if (m.divide) return dev_->divideAsync(m.dst, m.dst, n, t_.reduce.dtype, t_.reduce.divisor, t_.stream);
+        return Status::ok();
       default:
         return barrier();
     }

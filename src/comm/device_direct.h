@@ -18,10 +18,12 @@
 // one communicator are ordered too.
 //
 // Taken for AllReduce, ReduceScatter, AllGather and Broadcast with Sum,
-// Prod, Max or Min, inside groups too (every rank decides alike from its
-// own arguments); Avg and PreMulSum (which need a division or scaling
-// kernel the seam does not have), capturing streams and everything else go
-// through the CPU-forward bridge (stream_bridge.h). A rank that never
+// Prod, Max, Min, and Avg where the backend divides (the final values'
+// division is a kernel of its own), inside groups too (every rank decides
+// alike from its own arguments); PreMulSum (each rank's input scaled by
+// that rank's scalar, which the symmetric schedules' reads of peers'
+// inputs cannot apply), capturing streams and everything else go through
+// the CPU-forward bridge (stream_bridge.h). A rank that never
 // arrives makes every survivor's stream give up after the communicator's
 // timeout, and the communicator reports the error.
 #pragma once

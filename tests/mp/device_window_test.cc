@@ -4,12 +4,16 @@
 // AllGather and Broadcast on it run as stream work on the peers' memory
 // (comm/device_direct.h) instead of through host staging:
 //  - exact results at 2-4 ranks, in place and out, several sizes, dtypes
-//    and ops, with guard elements after every output; nothing staged
-//    (ferryCommStagedBytes 0) and each rank's log names the stream path;
-//    on testdev and on the CUDA backend over the stand-in driver (whose
-//    cuIpcOpenMemHandle maps the peer's memory as testdev's import does);
-//  - Avg and PreMulSum, which the path does not take, go through the bridge
-//    on the same windows and are exact too;
+//    and ops (Avg too: a division kernel), with guard elements after every
+//    output; nothing staged (ferryCommStagedBytes 0) and each rank's log
+//    names the stream path; on testdev and on the CUDA backend over the
+//    stand-in driver (whose cuIpcOpenMemHandle maps the peer's memory as
+//    testdev's import does);
+//  - PreMulSum, which the path does not take, goes through the bridge on
+//    the same windows and is exact too;
+//  - two communicators whose streams reach their barriers in opposite
+//    orders on two ranks (CUDA; the stand-in runs host functions one at a
+//    time, as CUDA may);
 //  - the call returns before its stream ran it (a slow stream worker);
 //  - a peer that never arrives: the survivor's stream gives up after the
 //    communicator's timeout and ncclCommGetAsyncError reports it; ranks
@@ -178,8 +182,9 @@ int broadcast(const Rank& me, Arena& a, ncclDataType_t dt, size_t count, int roo
 }
 
 std::vector<RedCase> directCases(int n) {
-  return {{ncclInt32, TestOp::kSum, n}, {ncclFloat32, TestOp::kMax, n}, {ncclBfloat16, TestOp::kSum, n},
-          {ncclInt8, TestOp::kProd, n}, {ncclFloat64, TestOp::kMin, n}};
+  return {{ncclInt32, TestOp::kSum, n},   {ncclFloat32, TestOp::kMax, n}, {ncclBfloat16, TestOp::kSum, n},
+          {ncclInt8, TestOp::kProd, n},   {ncclFloat64, TestOp::kMin, n}, {ncclInt32, TestOp::kAvg, n},
+          {ncclFloat16, TestOp::kAvg, n}, {ncclUint64, TestOp::kAvg, n}};
 }
 
 int everyCollective(const Rank& me, Arena& a) {
@@ -444,18 +449,19 @@ TEST(MpDeviceWindowPieces, SmallStepsExact) {
   EXPECT_EQ(logFilesWith(logDir(), "pieces", "ReduceScatter on testdev windows"), 3);
 }
 
-// Avg and PreMulSum are not stream work here: the bridge stages them, on
-// the same window buffers, exactly.
-TEST(MpDeviceWindowBridge, AvgAndPreMulSumAreStagedAndExact) {
+// PreMulSum is not stream work here (each rank's input is scaled by its
+// own rank's scalar, which the symmetric schedules cannot apply): the
+// bridge stages it, on the same window buffers, exactly.
+TEST(MpDeviceWindowBridge, PreMulSumIsStagedAndExact) {
   RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
     return withComm(rank, nranks, id, [](const Rank& me) {
       Arena a;
       MP_TRY(openArena(me, &a));
-      for (TestOp op : {TestOp::kAvg, TestOp::kPreMulSum})
-        MP_TRY(allReduce(me, a, {op == TestOp::kAvg ? ncclInt32 : ncclFloat16, op, me.nranks}, 5000, false));
+      for (ncclDataType_t dt : {ncclFloat16, ncclInt32})
+        MP_TRY(allReduce(me, a, {dt, TestOp::kPreMulSum, me.nranks}, 5000, false));
       unsigned long long staged = 0;
       MP_TRY(stagedBytes(me, &staged));
-      MP_CHECK(staged > 0, "rank %d: Avg/PreMulSum on device windows staged nothing", me.rank);
+      MP_CHECK(staged > 0, "rank %d: PreMulSum on device windows staged nothing", me.rank);
       return closeArena(me, &a);
     });
   }, opts("bridge"));

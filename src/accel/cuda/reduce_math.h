@@ -137,15 +137,32 @@ FERRY_HD T iop(T a, T b, int op) {
   }
 }
 
+// Each type's arithmetic: apply() for the reductions, and for Avg's final
+// division (kernels::divide) the value in its compute type C (dec/enc)
+// and the division by a rank count.
 template <class T, class U>
 struct IntT {
   using S = T;
+  using C = T;
   static FERRY_HD S apply(S a, S b, int op) { return iop<T, U>(a, b, op); }
+  static FERRY_HD C dec(S x) { return x; }
+  static FERRY_HD S enc(C x) { return x; }
+  // Truncating (signed: toward zero), n >= 1.
+  static FERRY_HD C div(C x, uint64_t n) {
+    if (T(-1) > T(0)) return C(uint64_t(x) / n);
+    const int64_t v = int64_t(x);
+    if (n > uint64_t(INT64_MAX)) return C(v == INT64_MIN && n == (uint64_t(1) << 63) ? -1 : 0);
+    return C(v / int64_t(n));
+  }
 };
 template <class F>
 struct FloatT {
   using S = F;
+  using C = F;
   static FERRY_HD S apply(S a, S b, int op) { return fop<F>(a, b, op); }
+  static FERRY_HD C dec(S x) { return x; }
+  static FERRY_HD S enc(C x) { return x; }
+  static FERRY_HD C div(C x, uint64_t n) { return x / C(n); }
 };
 // The format as template arguments: a device function builds it locally
 // (a host constexpr object would not be usable in device code).
@@ -157,6 +174,10 @@ struct LowpT {
     const Fmt f = fmt();
     return S(encode(f, fop<float>(decode(f, a), decode(f, b), op)));
   }
+  using C = float;
+  static FERRY_HD C dec(S x) { return decode(fmt(), x); }
+  static FERRY_HD S enc(C x) { return S(encode(fmt(), x)); }
+  static FERRY_HD C div(C x, uint64_t n) { return x / float(n); }
 };
 
 // ncclDataType_t order (kernels::DType): the element type of each.
@@ -185,8 +206,18 @@ FERRY_HD void reduceRange(void* dst, const void* a, const void* b, uint64_t begi
   for (uint64_t i = begin; i < end; i += step) d[i] = A::apply(x[i], y[i], op);
 }
 
+// dst[i] = src[i] / n (Avg's final values; n == 0 copies).
+template <class A>
+FERRY_HD void divideRange(void* dst, const void* src, uint64_t begin, uint64_t end, uint64_t step, uint64_t n) {
+  using S = typename A::S;
+  auto* d = static_cast<S*>(dst);
+  auto* x = static_cast<const S*>(src);
+  for (uint64_t i = begin; i < end; i += step) d[i] = n == 0 ? x[i] : A::enc(A::div(A::dec(x[i]), n));
+}
+
 // The kernels' names, one per dtype (the op is an argument):
-// ferry_reduce_<name>(dst, a, b, count, op).
+// ferry_reduce_<name>(dst, a, b, count, op),
+// ferry_divide_<name>(dst, src, count, n).
 #define FERRY_CUDA_REDUCE_TYPES(X) \
   X(int8, Int8) X(uint8, Uint8) X(int32, Int32) X(uint32, Uint32) X(int64, Int64) X(uint64, Uint64) \
   X(float16, Half) X(float32, Float32) X(float64, Float64) X(bfloat16, Bf16) X(fp8e4m3, E4m3) \

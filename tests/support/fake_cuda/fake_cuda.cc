@@ -47,18 +47,36 @@ using namespace fakecuda;
 
 namespace {
 
-// The reduction kernels by name, as reduce_kernels.cu defines them.
+// The kernels by name, as reduce_kernels.cu defines them: `pointers`
+// leading pointer parameters (operands), then the element count, then the
+// family's own; bind() reads those and returns the work over the operands'
+// views (captured by value: params and v are the launch's own).
+using Work = std::function<void()>;
 struct Kernel {
   const char* name;
   size_t elem;
-  void (*run)(void*, const void*, const void*, uint64_t, int);
+  int pointers;
+  Work (*bind)(char** v, uint64_t n, void** params);
 };
-#define FERRY_FAKE_KERNEL(n, A)                                                     \
-  {"ferry_reduce_" #n, sizeof(ferry::cudamath::A::S),                               \
-   [](void* d, const void* a, const void* b, uint64_t c, int op) {                  \
-     ferry::cudamath::reduceRange<ferry::cudamath::A>(d, a, b, 0, c, 1, op);         \
+template <class T>
+T arg(void** params, int i) {
+  return *static_cast<T*>(params[i]);
+}
+#define FERRY_FAKE_KERNELS(n, A)                                                                         \
+  {"ferry_reduce_" #n, sizeof(A::S), 3,                                                                  \
+   [](char** v, uint64_t c, void** p) -> Work {                                                          \
+     char *d = v[0], *x = v[1], *y = v[2];                                                               \
+     const int op = arg<int>(p, 4);                                                                      \
+     return [=] { reduceRange<A>(d, x, y, 0, c, 1, op); };                                               \
+   }},                                                                                                   \
+  {"ferry_divide_" #n, sizeof(A::S), 2,                                                                  \
+   [](char** v, uint64_t c, void** p) -> Work {                                                          \
+     char *d = v[0], *x = v[1];                                                                          \
+     const uint64_t by = arg<unsigned long long>(p, 3);                                                  \
+     return [=] { divideRange<A>(d, x, 0, c, 1, by); };                                                  \
    }},
-const Kernel kKernels[] = {FERRY_CUDA_REDUCE_TYPES(FERRY_FAKE_KERNEL)};
+using namespace ferry::cudamath;
+const Kernel kKernels[] = {FERRY_CUDA_REDUCE_TYPES(FERRY_FAKE_KERNELS)};
 char gModule;  // the one module's identity
 
 }  // namespace
@@ -378,7 +396,8 @@ CUresult cuModuleGetFunction(void** fn, void* module, const char* name) {
   return 500;  // CUDA_ERROR_NOT_FOUND
 }
 
-// The reduction kernels' parameters: dst, a, b, count, op.
+// The kernels' parameters: their operands (dst first), the count, then
+// the family's own (see kKernels).
 CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned, void* s, void** params, void** extra) {
   if (CUresult r = ready()) return r;
@@ -386,22 +405,17 @@ CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigne
   if (!st) return kInvalidHandle;
   const auto* k = static_cast<const Kernel*>(fn);
   if (!params || extra || gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024) return kInvalidValue;
-  auto dst = *static_cast<CUdeviceptr*>(params[0]);
-  auto a = *static_cast<CUdeviceptr*>(params[1]);
-  auto b = *static_cast<CUdeviceptr*>(params[2]);
-  auto n = *static_cast<unsigned long long*>(params[3]);
-  int op = *static_cast<int*>(params[4]);
+  const auto n = arg<unsigned long long>(params, k->pointers);
   // A kernel reads and writes device memory or registered host memory;
   // pageable host memory is out of its reach.
-  auto reach = [&](CUdeviceptr p) -> char* {
-    return !isHost(p) || registeredHost(reinterpret_cast<char*>(p)) ? view(p, n * k->elem) : nullptr;
-  };
-  char* d = reach(dst);
-  char* x = reach(a);
-  char* y = reach(b);
-  if (!d || !x || !y) return 700;  // CUDA_ERROR_ILLEGAL_ADDRESS
+  char* v[3] = {};
+  for (int i = 0; i < k->pointers; ++i) {
+    const auto p = arg<CUdeviceptr>(params, i);
+    v[i] = !isHost(p) || registeredHost(reinterpret_cast<char*>(p)) ? view(p, n * k->elem) : nullptr;
+    if (!v[i]) return 700;  // CUDA_ERROR_ILLEGAL_ADDRESS
+  }
   count("cuLaunchKernel");
-  st->push([k, d, x, y, n, op] { k->run(d, x, y, n, op); });
+  st->push(k->bind(v, n, params));
   return kOk;
 }
 

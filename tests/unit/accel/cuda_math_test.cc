@@ -1,5 +1,6 @@
 // The CUDA kernels' arithmetic (src/accel/cuda/reduce_math.h) instantiated on
-// the host, bit for bit against kernels::reduce for every datatype and op:
+// the host, bit for bit against kernels::reduce for every datatype and op,
+// and against kernels::divide (Avg's final values):
 // the 8-bit types over every pair of codes, the 16-bit types every code
 // against a spread of others (zeros, subnormals, the largest finite values,
 // infinities, NaNs, random codes), the wider types over random values and
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/reduce.h"
@@ -45,28 +47,42 @@ void reduceWithMath(void* dst, const void* a, const void* b, size_t n, Op op) {
   reduceRange<A>(dst, a, b, 0, n, 1, static_cast<int>(op));
 }
 
-// a and b of n elements of type t; compares both implementations.
+// want (host kernels) against got (reduce_math.h), element by element;
+// float32/float64 NaNs may differ in payload where `nanFree` allows.
+void compare(const std::vector<uint8_t>& want, const std::vector<uint8_t>& got, const std::vector<uint8_t>& a,
+             DType t, bool nanFree, const std::string& what) {
+  const size_t e = kernels::sizeOf(t), n = want.size() / e;
+  if (std::memcmp(want.data(), got.data(), want.size()) == 0) return;
+  size_t bad = 0;
+  for (size_t i = 0; i < n && bad < 5; ++i) {
+    if (std::memcmp(&want[i * e], &got[i * e], e) == 0) continue;
+    if (nanFree && bothNan(&want[i * e], &got[i * e], t)) continue;
+    uint64_t x = 0, w = 0, g = 0;
+    std::memcpy(&x, &a[i * e], e);
+    std::memcpy(&w, &want[i * e], e);
+    std::memcpy(&g, &got[i * e], e);
+    ADD_FAILURE() << kernels::name(t) << " " << what << std::hex << ": element " << std::dec << i << std::hex
+                  << " from 0x" << x << " is 0x" << w << " on the host kernels, 0x" << g << " in reduce_math.h";
+    ++bad;
+  }
+}
+
+// a and b of n elements of type t; compares both implementations: every
+// op, and Avg's division (every divisor class: none, small, huge).
 template <class A>
 void expectSame(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, DType t) {
-  const size_t e = kernels::sizeOf(t), n = a.size() / e;
+  const size_t n = a.size() / kernels::sizeOf(t);
+  std::vector<uint8_t> want(a.size()), got(a.size());
   for (Op op : {Op::kSum, Op::kProd, Op::kMax, Op::kMin}) {
-    std::vector<uint8_t> want(a.size()), got(a.size());
     kernels::reduce(want.data(), a.data(), b.data(), n, t, op);
     reduceWithMath<A>(got.data(), a.data(), b.data(), n, op);
-    if (std::memcmp(want.data(), got.data(), want.size()) == 0) continue;
-    size_t bad = 0;
-    for (size_t i = 0; i < n && bad < 5; ++i) {
-      if (std::memcmp(&want[i * e], &got[i * e], e) == 0) continue;
-      if (bothNan(&want[i * e], &got[i * e], t) && (op == Op::kSum || op == Op::kProd)) continue;
-      uint64_t x = 0, y = 0, w = 0, g = 0;
-      std::memcpy(&x, &a[i * e], e);
-      std::memcpy(&y, &b[i * e], e);
-      std::memcpy(&w, &want[i * e], e);
-      std::memcpy(&g, &got[i * e], e);
-      ADD_FAILURE() << kernels::name(t) << " " << kernels::name(op) << std::hex << ": 0x" << x << " op 0x" << y
-                    << " = 0x" << w << " on the host kernels, 0x" << g << " in reduce_math.h";
-      ++bad;
-    }
+    compare(want, got, a, t, op == Op::kSum || op == Op::kProd, kernels::name(op));
+  }
+  for (uint64_t d : {uint64_t(0), uint64_t(1), uint64_t(2), uint64_t(3), uint64_t(7), uint64_t(1) << 63,
+                     ~uint64_t(0)}) {
+    kernels::divide(want.data(), a.data(), n, t, d);
+    divideRange<A>(got.data(), a.data(), 0, n, 1, d);
+    compare(want, got, a, t, true, "divide by " + std::to_string(d));
   }
 }
 
