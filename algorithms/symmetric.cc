@@ -219,8 +219,12 @@ double symmetricCost(const CollArgs& a, const CommView& v) {
     case CollKind::kAllGather:
       return 2 * sync(a, v) + cost::transfer(v, v.self, n * block);
     default: {  // Broadcast: one copy's time, pipelined over k + 1 barriers
+      // Out of place whatever the root does: whether it is in place is the
+      // root's alone to know, and every rank must arrive at the same cost
+      // (a root in place once chose symmetric where the others did not,
+      // and all hung: 3 ranks, 2-8 KiB).
       double k = static_cast<double>(broadcastPieces(a.count * a.elemSize));
-      return (k + 2) * sync(a, v) + cost::transfer(v, v.self, (a.inPlace ? 1 : (k + 1) / k) * block);
+      return (k + 2) * sync(a, v) + cost::transfer(v, v.self, (k + 1) / k * block);
     }
   }
 }

@@ -60,6 +60,8 @@ Result<Choice> chooseAlgorithm(const CollArgs& a, const CommView& v, const CollF
   // Every rank must choose the same algorithm, or they run different
   // schedules and hang: costs are evaluated for rank 0 on every rank, so a
   // cost formula that looks at the caller's own host cannot split the choice.
+  // Nor may one look at what only some ranks know, such as whether a
+  // rooted call is in place at the root (symmetricCost's Broadcast did).
   CollArgs canon = a;
   canon.rank = 0;
   CommView sized = v.atSize(callBytes(a));

@@ -191,5 +191,31 @@ TEST(SymmetricSim, SupportAndChoice) {
   EXPECT_STREQ(c.value().algo->name, "symmetric");
 }
 
+// Whether a rooted call is in place is the root's alone to know (the
+// buffer it names is ignored elsewhere), so the choice may not depend on
+// it: the root and the others must pick the same algorithm at every size,
+// or they run different schedules and hang (a root in place once costed
+// symmetric Broadcast cheaper than the others did).
+TEST(SymmetricSim, RootedChoiceIgnoresTheRootsInPlace) {
+  for (CollKind kind : {CollKind::kBroadcast, CollKind::kReduce, CollKind::kGather, CollKind::kScatter}) {
+    for (bool windows : {false, true}) {
+      for (int n : {2, 3, 4, 8}) {
+        CommView v = makeView(std::vector<uint64_t>(n, 0));
+        for (size_t count = 1; count <= (size_t(1) << 28); count = count * 3 / 2 + 1) {
+          CollArgs root{kind, 0, n, 0, count, 1, true, windows};
+          CollArgs other = root;
+          other.rank = 1;
+          other.inPlace = false;
+          Result<Choice> a = chooseAlgorithm(root, v, CollFilter());
+          Result<Choice> b = chooseAlgorithm(other, v, CollFilter());
+          ASSERT_TRUE(a.isOk() && b.isOk());
+          EXPECT_STREQ(a.value().algo->name, b.value().algo->name)
+              << collName(kind) << (windows ? " on windows, " : ", ") << n << " ranks, " << count << " bytes";
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ferry
