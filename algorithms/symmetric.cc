@@ -11,6 +11,7 @@
 // Small AllReduces skip the middle barrier (one-shot): every rank reduces
 // the whole vector from all inputs itself, which costs more reduction work
 // than a barrier only while the vector is small (the cost decides, below).
+// Reduce is the root's one-shot alone.
 //
 // A block is reduced in pieces of kPiece bytes, pairwise: the piece of the
 // output stays in L1 while each peer's piece is folded into it, which costs
@@ -90,6 +91,17 @@ Lane reduceScatter(const CollArgs& a) {
   return l;
 }
 
+// Only inputs are windows (the root's output is significant there alone,
+// so no other rank could tell whether it is one): the root reduces every
+// input into its output, one-shot; the others meet it at the barriers.
+Lane reduce(const CollArgs& a) {
+  Lane l;
+  l.steps.push_back(barrier());
+  if (a.rank == a.root)
+    reduceBlock(&l, a.nranks, a.rank, 0, at(kOutputBuf, 0), a.count * a.elemSize, a.elemSize, a.streamPieceBytes);
+  return l;
+}
+
 Lane allGather(const CollArgs& a) {
   size_t bytes = a.count * a.elemSize;
   Lane l;
@@ -152,6 +164,7 @@ bool symmetricSupports(const CollArgs& a, const CommView& v) {
     case CollKind::kReduceScatter:
     case CollKind::kAllGather:
     case CollKind::kBroadcast:
+    case CollKind::kReduce:
       return true;
     default:
       return false;
@@ -198,6 +211,7 @@ Schedule symmetricSchedule(const CollArgs& a, const CommView& v) {
     case CollKind::kReduceScatter: l = reduceScatter(a); break;
     case CollKind::kAllGather: l = allGather(a); break;
     case CollKind::kBroadcast: l = broadcast(a); break;
+    case CollKind::kReduce: l = reduce(a); break;
     default: return s;
   }
   l.steps.push_back(barrier());  // nobody touches my buffers after I return
@@ -215,6 +229,7 @@ double symmetricCost(const CollArgs& a, const CommView& v) {
     case CollKind::kAllReduce:
       return oneShot(a, v) ? symOneShotCost(a, v) : symTwoShotCost(a, v);
     case CollKind::kReduceScatter:
+    case CollKind::kReduce:  // the root alone reduces the whole vector
       return 2 * sync(a, v) + cost::reduce(v, (n - 1) * block);
     case CollKind::kAllGather:
       return 2 * sync(a, v) + cost::transfer(v, v.self, n * block);

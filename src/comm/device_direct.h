@@ -17,7 +17,7 @@
 // barrier numbers and the descriptor pages assume it, as NCCL's kernels of
 // one communicator are ordered too.
 //
-// Taken for AllReduce, ReduceScatter, AllGather and Broadcast with Sum,
+// Taken for AllReduce, ReduceScatter, AllGather, Broadcast and Reduce with Sum,
 // Prod, Max, Min, and Avg where the backend divides (the final values'
 // division is a kernel of its own), inside groups too (every rank decides
 // alike from its own arguments); PreMulSum (each rank's input scaled by

@@ -14,7 +14,7 @@ void extents(const CollArgs& a, size_t* in, size_t* out) {
 
 bool symmetricKind(CollKind k) {
   return k == CollKind::kAllReduce || k == CollKind::kReduceScatter ||
-         k == CollKind::kAllGather || k == CollKind::kBroadcast;
+         k == CollKind::kAllGather || k == CollKind::kBroadcast || k == CollKind::kReduce;
 }
 
 }  // namespace
@@ -25,8 +25,8 @@ Result<mem::Window*> Comm::registerWindow(void* buff, size_t bytes, int flags) {
 }
 
 // Which buffers peers touch: AllReduce reads inputs and outputs,
-// ReduceScatter and AllGather inputs, Broadcast the root's output; the rest
-// stays local and need not be in a window. In place, AllGather's input is
+// ReduceScatter, AllGather and Reduce inputs, Broadcast the root's output;
+// the rest stays local and need not be in a window. In place, AllGather's input is
 // block `rank` of the output, so rank p's input sits p blocks further into
 // the window: the binding gets that stride and the descriptor the offset
 // of block 0, which is equal on every rank.

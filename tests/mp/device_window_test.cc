@@ -89,6 +89,28 @@ int reduceScatter(const Rank& me, Arena& a, const RedCase& c, size_t count, bool
   return checkRange(c.dt, out, count, [&](size_t i) { return redExpected(c, base + i); }, what, guards);
 }
 
+// The root's output holds the result; a non-root's output keeps its
+// sentinels (its input its values, in place).
+int reduce(const Rank& me, Arena& a, const RedCase& c, size_t count, int root, bool inPlace) {
+  std::string what = "Reduce " + std::string(opName(c.op)) + " count " + std::to_string(count) + " root " +
+                     std::to_string(root) + (inPlace ? " in place" : "");
+  char* out = inPlace ? a.in() : a.out();
+  sentinel(c.dt, a.out(), count + kGuardElems);
+  sentinel(c.dt, a.in(), count + kGuardElems);
+  for (size_t i = 0; i < count; ++i) encodeValue(c.dt, redInput(c, me.rank, i), a.in(), i);
+  ncclResult_t r = ncclSuccess;
+  MP_TRY(onDevice(&a, [&] {
+    ncclResult_t w = withOp(me, c, [&](ncclRedOp_t op) {
+      return ncclReduce(a.dev(a.in()), a.dev(out), count, c.dt, op, root, me.comm,
+                        static_cast<cudaStream_t>(a.stream));
+    }, &r) == 0 ? ncclSuccess : ncclInternalError;
+    return r != ncclSuccess ? r : w;
+  }));
+  if (me.rank == root) return checkRange(c.dt, out, count, [&](size_t i) { return redExpected(c, i); }, what);
+  if (inPlace) return checkRange(c.dt, out, count, [&](size_t i) { return redInput(c, me.rank, i); }, what);
+  return checkRange(c.dt, out, count, [&](size_t) { return sentinelValue(c.dt); }, what);
+}
+
 int allGather(const Rank& me, Arena& a, ncclDataType_t dt, size_t count, bool inPlace) {
   std::string what = "AllGather count " + std::to_string(count) + (inPlace ? " in place" : "");
   size_t total = count * me.nranks;
@@ -129,8 +151,11 @@ int everyCollective(const Rank& me, Arena& a) {
       for (size_t count : {size_t{1}, size_t{700}, size_t{70001}}) MP_TRY(reduceScatter(me, a, c, count, inPlace));
     for (ncclDataType_t dt : {ncclInt32, ncclUint8, ncclFloat64})
       for (size_t count : {size_t{1}, size_t{700}, size_t{70001}}) MP_TRY(allGather(me, a, dt, count, inPlace));
-    for (int root : {0, me.nranks - 1})
+    for (int root : {0, me.nranks - 1}) {
       for (size_t count : {size_t{3}, size_t{300001}}) MP_TRY(broadcast(me, a, ncclInt32, count, root, inPlace));
+      for (const RedCase& c : directCases(me.nranks))
+        for (size_t count : {size_t{1}, size_t{70001}}) MP_TRY(reduce(me, a, c, count, root, inPlace));
+    }
   }
   return 0;
 }

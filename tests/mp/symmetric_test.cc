@@ -113,6 +113,21 @@ int reduceScatter(const Rank& me, const Arena& a, const RedCase& c, size_t count
   return checkRange(c.dt, out, count, [&](size_t i) { return redExpected(c, base + i); }, what);
 }
 
+// The root's output holds the result; elsewhere nothing is written (a
+// non-root's output keeps its sentinels, its input its values).
+int reduce(const Rank& me, const Arena& a, const RedCase& c, size_t count, int root, bool inPlace) {
+  std::string what = "Reduce " + std::string(opName(c.op)) + " count " + std::to_string(count) + " root " +
+                     std::to_string(root) + (inPlace ? " in place" : "");
+  char* out = inPlace ? a.in() : a.out();
+  prepare(me, c, a.in(), count, a.out(), count);
+  MP_TRY(withOp(me, c, what, [&](ncclRedOp_t op) {
+    return ncclReduce(a.in(), out, count, c.dt, op, root, me.comm, nullptr);
+  }));
+  if (me.rank == root) return checkRange(c.dt, out, count, [&](size_t i) { return redExpected(c, i); }, what);
+  if (inPlace) return checkRange(c.dt, out, count, [&](size_t i) { return redInput(c, me.rank, i); }, what);
+  return checkRange(c.dt, out, count, [&](size_t) { return sentinelValue(c.dt); }, what);
+}
+
 int allGather(const Rank& me, const Arena& a, ncclDataType_t dt, size_t count, bool inPlace) {
   std::string what = "AllGather count " + std::to_string(count) + (inPlace ? " in place" : "");
   size_t total = count * me.nranks;
@@ -147,8 +162,11 @@ int everyCollective(const Rank& me, const Arena& a) {
       for (size_t count : {size_t{1}, size_t{700}, size_t{100001}}) MP_TRY(reduceScatter(me, a, c, count, inPlace));
     for (ncclDataType_t dt : {ncclInt32, ncclUint8, ncclFloat64})
       for (size_t count : {size_t{1}, size_t{700}, size_t{100001}}) MP_TRY(allGather(me, a, dt, count, inPlace));
-    for (int root : {0, me.nranks - 1})
+    for (int root : {0, me.nranks - 1}) {
       for (size_t count : {size_t{3}, size_t{300001}}) MP_TRY(broadcast(me, a, ncclInt32, count, root, inPlace));
+      for (const RedCase& c : cases)
+        for (size_t count : {size_t{1}, size_t{700}, size_t{100001}}) MP_TRY(reduce(me, a, c, count, root, inPlace));
+    }
   }
   return 0;
 }
@@ -195,6 +213,7 @@ TEST(MpSymmetricForced, SmallAndLargeExact) {
   RunResult res = runRanks(4, symmetricBody, opts("forced", {{"NCCL_ALGO", "symmetric"}}));
   EXPECT_RANKS_OK(res);
   EXPECT_EQ(logFilesWith(logDir(), "forced", "AllReduce count 1 elemSize 4: algorithm symmetric"), 4);
+  EXPECT_EQ(logFilesWith(logDir(), "forced", "Reduce count 100001 elemSize 4: algorithm symmetric"), 4);
 }
 
 // Whether a Broadcast is in place is the root's alone to know (a

@@ -124,9 +124,11 @@ TEST(SymmetricSim, EveryKindExactInEveryOrder) {
         SymSim rs = simulate(CollKind::kReduceScatter, n, count, 0, order);
         SymSim ag = simulate(CollKind::kAllGather, n, count, 0, order);
         SymSim bc = simulate(CollKind::kBroadcast, n, count, n - 1, order);
+        SymSim rd = simulate(CollKind::kReduce, n, count, n / 2, order);
         for (int r = 0; r < n; ++r)
           for (size_t i = 0; i < count; ++i) {
             ASSERT_EQ(word(ar.bufs[r][kOutputBuf], i), sumAt(n, i)) << "AllReduce rank " << r;
+            ASSERT_EQ(word(rd.bufs[r][kOutputBuf], i), r == n / 2 ? sumAt(n, i) : 0) << "Reduce rank " << r;
             ASSERT_EQ(word(rs.bufs[r][kOutputBuf], i), sumAt(n, r * count + i)) << "ReduceScatter";
             ASSERT_EQ(word(bc.bufs[r][kOutputBuf], i), val(n - 1, i)) << "Broadcast";
             for (int p = 0; p < n; ++p) ASSERT_EQ(word(ag.bufs[r][kOutputBuf], p * count + i), val(p, i));
@@ -152,7 +154,7 @@ TEST(SymmetricSim, EveryRankCountTo64) {
     }
 }
 
-// In place (AllReduce, Broadcast: the output is the input buffer), small and
+// In place (AllReduce, Broadcast, Reduce: the output is the input buffer), small and
 // large, so both AllReduce variants run.
 TEST(SymmetricSim, InPlaceExact) {
   for (int n : {2, 3, 4, 8})
@@ -162,9 +164,11 @@ TEST(SymmetricSim, InPlaceExact) {
                      std::to_string(order));
         SymSim ar = simulate(CollKind::kAllReduce, n, count, 0, order, true);
         SymSim bc = simulate(CollKind::kBroadcast, n, count, 1, order, true);
+        SymSim rd = simulate(CollKind::kReduce, n, count, n - 1, order, true);
         for (int r = 0; r < n; ++r)
           for (size_t i = 0; i < count; ++i) {
             ASSERT_EQ(word(ar.bufs[r][kInputBuf], i), sumAt(n, i)) << "AllReduce rank " << r;
+            ASSERT_EQ(word(rd.bufs[r][kInputBuf], i), r == n - 1 ? sumAt(n, i) : val(r, i)) << "Reduce rank " << r;
             ASSERT_EQ(word(bc.bufs[r][kInputBuf], i), val(1, i)) << "Broadcast rank " << r;
           }
       }
@@ -181,7 +185,7 @@ TEST(SymmetricSim, SupportAndChoice) {
   CollArgs plain = a;
   plain.symmetric = false;
   EXPECT_FALSE(symmetricSupports(plain, one));
-  for (CollKind k : {CollKind::kReduce, CollKind::kAllToAll, CollKind::kGather}) {
+  for (CollKind k : {CollKind::kAllToAll, CollKind::kGather, CollKind::kScatter}) {
     CollArgs b = a;
     b.kind = k;
     EXPECT_FALSE(symmetricSupports(b, one)) << collName(k);
