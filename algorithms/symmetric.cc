@@ -25,6 +25,7 @@ namespace ferry {
 namespace {
 
 constexpr size_t kPiece = 32 * 1024;
+constexpr double kNeverChosen = 1e30;  // us: a cost no other algorithm reaches
 
 Step barrier() {
   Step s;
@@ -229,8 +230,15 @@ double symmetricCost(const CollArgs& a, const CommView& v) {
     case CollKind::kAllReduce:
       return oneShot(a, v) ? symOneShotCost(a, v) : symTwoShotCost(a, v);
     case CollKind::kReduceScatter:
-    case CollKind::kReduce:  // the root alone reduces the whole vector
       return 2 * sync(a, v) + cost::reduce(v, (n - 1) * block);
+    case CollKind::kReduce:
+      // Never the model's choice on host memory: the root reduces alone
+      // while the others wait, and measured against the FIFO algorithms
+      // (perf/phase_ab 6, reduce_perf -R 2) it took 1.2-1.4x their time
+      // from 32 KiB at 2 ranks and 6-21x at 512 B-256 KiB at 4 ranks on 2
+      // cores. Device windows take it all the same (comm/device_direct.h:
+      // the alternative is staging), and NCCL_ALGO=symmetric forces it.
+      return kNeverChosen;
     case CollKind::kAllGather:
       return 2 * sync(a, v) + cost::transfer(v, v.self, n * block);
     default: {  // Broadcast: one copy's time, pipelined over k + 1 barriers
