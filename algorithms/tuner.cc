@@ -60,10 +60,13 @@ Result<Choice> chooseAlgorithm(const CollArgs& a, const CommView& v, const CollF
   // Every rank must choose the same algorithm, or they run different
   // schedules and hang: costs are evaluated for rank 0 on every rank, so a
   // cost formula that looks at the caller's own host cannot split the choice.
-  // Nor may one look at what only some ranks know, such as whether a
-  // rooted call is in place at the root (symmetricCost's Broadcast did).
+  // Nor may one look at what only some ranks know: whether a call is in
+  // place is each rank's own choice (a rooted call's at the root alone),
+  // so costs are those of an out-of-place call everywhere (symmetricCost's
+  // Broadcast once looked, and ranks chose apart and hung).
   CollArgs canon = a;
   canon.rank = 0;
+  canon.inPlace = false;
   CommView sized = v.atSize(callBytes(a));
   for (const Algorithm& alg : algorithmRegistry()) {
     if (!alg.supports(a, v)) continue;

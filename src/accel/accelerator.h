@@ -76,6 +76,10 @@ class Accelerator {
   // problem if p is this backend's memory and the range leaves its
   // allocation. Where the backend cannot tell (CUDA), ok; its copies fail.
   virtual Status checkRange(const void* /*p*/, size_t /*bytes*/) const { return Status::ok(); }
+  // Whether this backend's kernels (reduceAsync, divideAsync) can take
+  // [p, p + bytes) as an operand: checkRange by default; CUDA also refuses
+  // pageable host memory, which its copies take but a kernel faults on.
+  virtual Status checkKernelOperand(const void* p, size_t bytes) const { return checkRange(p, bytes); }
   // dst[i] = a[i] op b[i] (kernels::reduce's semantics), enqueued on s; any
   // operand may be host memory or this backend's.
   virtual Status reduceAsync(void* dst, const void* a, const void* b, size_t count,

@@ -51,6 +51,7 @@ class CudaAccelerator final : public Accelerator {
   std::shared_ptr<HostFlag> newFlag() override;
   Status signalFlagAsync(StreamHandle s, HostFlag* flag, uint32_t value) override;
   bool copyEngines() const override { return true; }
+  Status checkKernelOperand(const void* p, size_t bytes) const override;
   bool reduces() const override;
   bool divides() const override { return reduces(); }
   Status divideAsync(void* dst, const void* src, size_t count, kernels::DType t, uint64_t n,

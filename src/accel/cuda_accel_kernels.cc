@@ -14,6 +14,18 @@ extern const size_t kReduceFatbinSize;
 
 bool CudaAccelerator::reduces() const { return kReduceFatbinSize != 0; }
 
+// Device memory (this process's or a peer's, imported) or host memory
+// registered with CUDA: what cuPointerGetAttribute knows.
+Status CudaAccelerator::checkKernelOperand(const void* p, size_t) const {
+  FERRY_TRY(bind());
+  unsigned type = 0;
+  if (d_->pointerGetAttribute(&type, cu::kPointerAttributeMemoryType, reinterpret_cast<cu::DevicePtr>(p)) ==
+      cu::kSuccess)
+    return Status::ok();
+  return invalidUsage("cuda: a kernel operand at " + std::to_string(reinterpret_cast<uintptr_t>(p)) +
+                      " is pageable host memory (neither device memory nor registered with CUDA)");
+}
+
 Result<cu::Function> CudaAccelerator::kernel(Family f, kernels::DType t) {
   static const char* const kPrefix[kFamilies] = {"ferry_reduce_", "ferry_divide_"};
   const int i = static_cast<int>(t);

@@ -30,8 +30,8 @@ struct CollCall {
   void* stream;
 };
 
-// *deviceScalar: a PreMulSum scalar in device memory, to be read later.
-Result<ReduceSpec> reduceSpec(Comm* c, int op, kernels::DType t, const void** deviceScalar) {
+// *scalarAt: where a ncclScalarDevice scalar is, to be read (bindScalar).
+Result<ReduceSpec> reduceSpec(Comm* c, int op, kernels::DType t, const void** scalarAt) {
   ReduceSpec r;
   r.dtype = t;
   int v = op;
@@ -48,15 +48,26 @@ Result<ReduceSpec> reduceSpec(Comm* c, int op, kernels::DType t, const void** de
   r.op = kernels::Op::kSum;
   r.premul = true;
   r.scalar = p->scalar;
-  if (p->at) {
-    // NCCL reads a "device" scalar as the collective runs: host memory
-    // now, device memory once the call's stream gets there (the bridge).
-    if (accel::anyDevice() && &accel::ownerOf(p->at) != &accel::host())
-      *deviceScalar = p->at;
-    else
-      r.scalar = kernels::scalarFromBytes(t, p->at);
-  }
+  *scalarAt = p->at;
   return r;
+}
+
+// NCCL reads a ncclScalarDevice scalar as the collective runs: a call
+// ordered on a stream reads it when the stream gets there (the bridge
+// copies it on the stream, wherever it is: device memory, or host memory a
+// kernel earlier on the stream may write), a host call now.
+Status bindScalar(CollTask* task, const void* at) {
+  accel::Accelerator& owner = accel::anyDevice() ? accel::ownerOf(at) : accel::host();
+  if (task->dev && (&owner == task->dev || &owner == &accel::host())) {
+    task->deviceScalar = at;
+    return Status::ok();
+  }
+  if (!task->dev && &owner == &accel::host()) {
+    task->reduce.scalar = kernels::scalarFromBytes(task->reduce.dtype, at);
+    return Status::ok();
+  }
+  return invalidUsage(std::string("the PreMulSum scalar is ") + owner.name() +
+                      " memory (ncclScalarDevice): the call must be ordered on a stream of that device");
 }
 
 // Which buffers this rank must supply for a collective (NCCL semantics).
@@ -110,8 +121,9 @@ Status submit(const CollCall& k, ncclComm_t comm) {
   if (k.rooted) FERRY_TRY(checkRank(k.root, c->nranks(), "root"));
   CollTask task;
   task.comm = c;
+  const void* scalarAt = nullptr;
   if (k.reduces) {
-    FERRY_ASSIGN(task.reduce, reduceSpec(c, k.op, t, &task.deviceScalar));
+    FERRY_ASSIGN(task.reduce, reduceSpec(c, k.op, t, &scalarAt));
   }
   bool needSend, needRecv;
   significance(k, c->rank(), &needSend, &needRecv);
@@ -134,9 +146,7 @@ Status submit(const CollCall& k, ncclComm_t comm) {
   FERRY_TRY(orderOnStream(c, needSend ? k.sendbuff : nullptr, needRecv ? k.recvbuff : nullptr,
                           k.stream, &task.dev));
   task.stream = k.stream;
-  if (task.deviceScalar && (!task.dev || &accel::ownerOf(task.deviceScalar) != task.dev))
-    return invalidUsage(std::string("the PreMulSum scalar is ") + accel::ownerOf(task.deviceScalar).name() +
-                        " memory (ncclScalarDevice): the call must be ordered on a stream of that device");
+  if (scalarAt) FERRY_TRY(bindScalar(&task, scalarAt));
   if (k.kind == CollKind::kAllToAll && task.args.inPlace && !task.dev) {
     // Blocks are received while others are still being sent: work on a copy.
     // The copy comes from the communicator's staging pool (reused, and

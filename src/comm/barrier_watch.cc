@@ -31,8 +31,11 @@ Wait waitFor(Comm* c, const std::atomic<bool>& stop, const accel::HostFlag* f, u
   }
 }
 
+// Failed, not only latched: the board tells the host's other ranks, whose
+// streams would otherwise pass later barriers against this rank's stale
+// flags.
 void report(Comm* c, const Status& st) {
-  c->latch(st);
+  c->fail(st);
   FERRY_WARN("%s", st.message().c_str());
 }
 
@@ -89,6 +92,10 @@ void BarrierWatch::release(const Pending& p) {
                                  std::to_string(p.g) + " within " + std::to_string(comm_->timeoutMs()) +
                                  " ms; rank " + std::to_string(me) + "'s stream goes on"));
   }
+  if (w == Wait::kGivenUp && stop_.load() && comm_->asyncResult() == ncclSuccess)
+    report(comm_, invalidUsage("device windows: rank " + std::to_string(me) + "'s communicator was destroyed " +
+                               "while its stream still had barrier " + std::to_string(p.g) +
+                               " ahead; released without its peers (that operation's results are undefined)"));
   mem::SymDescriptor theirs;
   int r = w == Wait::kReached && p.check ? sync_->firstDeviceMismatch(&theirs) : -1;
   if (r >= 0)

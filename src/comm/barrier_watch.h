@@ -15,7 +15,9 @@
 // Here the waits see the deadline (from this rank's arrival), the
 // communicator's abort and its failures, its own or posted by another rank
 // of the host. A barrier given up on is released all the same, with the
-// error latched; once the communicator failed, later barriers pass at once.
+// communicator failed (and the host's other ranks told); once it failed,
+// later barriers pass at once. One released because the communicator went
+// with its stream still short of it is reported too.
 #pragma once
 
 #include <atomic>

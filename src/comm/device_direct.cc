@@ -44,10 +44,16 @@ char* operand(const CollTask& t, const mem::WindowBinding& b, const Region& r) {
   return own + r.offset;
 }
 
-// The schedule's one lane as moves, every operand checked against the
-// backend; false if the stream cannot run it (then nothing was enqueued
-// and the bridge takes the call).
-bool plan(const CollTask& t, const mem::WindowBinding& b, const Schedule& s, std::vector<Move>* out) {
+// Whether the step runs a kernel (reduction, Avg's division), whose
+// operands the backend checks as such.
+bool kernelStep(const Move& m) { return m.kind == StepKind::kLocalReduce || m.divide; }
+
+// The schedule's one lane as moves. False if the stream cannot run this
+// call's shape (then nothing was enqueued and the bridge takes the call:
+// every rank decides that alike from the call's arguments); an error if an
+// operand is one the backend cannot take: a fact of this rank's alone
+// (its peers, which cannot know it, take the path), so the call fails.
+Result<bool> plan(const CollTask& t, const mem::WindowBinding& b, const Schedule& s, std::vector<Move>* out) {
   if (s.lanes.size() != 1 || !s.prologue.empty() || s.scratchBytes) return false;
   for (const Step& x : s.lanes[0].steps) {
     if (x.kind == StepKind::kBarrier) {
@@ -57,7 +63,8 @@ bool plan(const CollTask& t, const mem::WindowBinding& b, const Schedule& s, std
     bool kind = x.kind == StepKind::kCopy || (x.kind == StepKind::kLocalReduce && t.dev->reduces());
     if (!kind || x.scaleSrc || x.src.buf > kOutputBuf || x.dst.buf > kOutputBuf) return false;
     Move m{x.kind, operand(t, b, x.dst), operand(t, b, x.src), x.bytes, x.finalValue && t.reduce.divisor > 1};
-    if (!t.dev->checkRange(m.dst, m.bytes).isOk() || !t.dev->checkRange(m.src, m.bytes).isOk()) return false;
+    for (const void* p : {static_cast<const void*>(m.dst), static_cast<const void*>(m.src)})
+      FERRY_TRY(kernelStep(m) ? t.dev->checkKernelOperand(p, m.bytes) : t.dev->checkRange(p, m.bytes));
     if (m.kind == StepKind::kCopy && m.dst == m.src && !m.divide) continue;  // in place: nothing to move
     out->push_back(m);
   }
@@ -128,8 +135,10 @@ DeviceDirect& Comm::direct() {
 
 DeviceDirect::DeviceDirect(Comm* c) : comm_(c) {}
 
+// Up to the last operation whose end was enqueued: one that failed to
+// enqueue (the communicator failed then) never raises the flag.
 bool DeviceDirect::drain(int64_t timeoutMs) const {
-  return ops_ == 0 || done_->waitAtLeast(ops_, timeoutMs);
+  return signaled_ == 0 || done_->waitAtLeast(uint32_t(signaled_), timeoutMs);
 }
 
 DeviceDirect::~DeviceDirect() {
@@ -161,24 +170,34 @@ Result<bool> DeviceDirect::submit(const CollTask& t) {
   a.streamPieceBytes = pieceBytes(*t.dev);
   if (!symmetricSupports(a, comm_->view())) return false;
   std::vector<Move> moves;
-  if (!plan(t, *b, symmetricSchedule(a, comm_->view()), &moves)) return false;
+  Result<bool> planned = plan(t, *b, symmetricSchedule(a, comm_->view()), &moves);
+  if (!planned.isOk()) {
+    Status st = invalidUsage(std::string(collName(t.args.kind)) + " on " + t.dev->name() +
+                             " windows: " + planned.status().message() + "; the other ranks run it as " +
+                             "stream work, so this communicator cannot go on");
+    comm_->fail(st);
+    return st;
+  }
+  if (!planned.value()) return false;
   if (!done_) {
     dev_ = t.dev;
     done_ = t.dev->newFlag();
     gate_ = t.dev->newFlag();
     watch_ = std::make_unique<BarrierWatch>(comm_, sync, gate_);
   }
-  const uint32_t k = ++ops_;
+  const uint64_t k = ++ops_;
   mem::SymDescriptor d = b->descriptor();
   d.collSeq = sync->nextDeviceOp();
   // The watch releases every barrier within the timeout of this rank's
   // arrival; the gate's own deadline only backs that up.
   const int64_t gateMs = comm_->timeoutMs() + 10000;
   StreamRun run(t, sync, watch_.get(), gate_.get(), gateMs);
-  Status st = k > 1 ? t.dev->waitFlagAsync(t.stream, done_.get(), k - 1, gateMs) : Status::ok();
+  // The order flag counts operations in its 32 bits, wrap-safe.
+  Status st = k > 1 ? t.dev->waitFlagAsync(t.stream, done_.get(), uint32_t(k - 1), gateMs) : Status::ok();
   if (st.isOk()) st = run.publish(d);
   for (size_t i = 0; i < moves.size() && st.isOk(); ++i) st = run.run(moves[i]);
-  if (st.isOk()) st = t.dev->signalFlagAsync(t.stream, done_.get(), k);
+  if (st.isOk()) st = t.dev->signalFlagAsync(t.stream, done_.get(), uint32_t(k));
+  if (st.isOk()) signaled_ = k;
   if (!st.isOk()) {
     // Part of the operation may be on the stream, and the operation and
     // barrier numbers ran ahead of the peers': this communicator cannot go on.

@@ -63,7 +63,8 @@ class DeviceDirect {
   std::shared_ptr<accel::HostFlag> done_;  // operations finished, in order
   std::shared_ptr<accel::HostFlag> gate_;  // barriers released (by watch_)
   std::unique_ptr<BarrierWatch> watch_;
-  uint32_t ops_ = 0;                       // operations enqueued
+  uint64_t ops_ = 0;                       // operations begun
+  uint64_t signaled_ = 0;                  // the last whose end is enqueued
 };
 
 }  // namespace ferry

@@ -49,8 +49,8 @@ struct CollTask {
   // the communicator's queue and host staging (stream_bridge.h).
   accel::Accelerator* dev = nullptr;
   accel::StreamHandle stream = nullptr;
-  // PreMulSum's scalar in dev's memory (ncclScalarDevice): read when the
-  // stream reaches the call, into reduce.scalar.
+  // PreMulSum's ncclScalarDevice scalar (dev's memory or host memory):
+  // read when the stream reaches the call, into reduce.scalar.
   const void* deviceScalar = nullptr;
   // Not null: the run's input arrives and its output leaves piece by piece
   // (the bridge's pipelined staging, io_gate.h); must outlive the run.

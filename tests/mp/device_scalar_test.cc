@@ -5,7 +5,8 @@
 //    created, then rewritten between two collectives; each sum is scaled by
 //    the value its stream wrote just before it, exactly;
 //  - the same on device windows (staged: the direct path takes no device
-//    scalar) and in a group;
+//    scalar), in a group, and with the scalar in host memory the stream
+//    writes (a call on a stream reads it when the stream gets there too);
 //  - host memory: the value at each call counts;
 //  - a device scalar for a call that is not ordered on that device is
 //    refused by name (before, the host read device memory: a crash on
@@ -42,21 +43,27 @@ float expected(const Rank& me, size_t i, float scalar) {
 
 struct DeviceBufs {
   void* stream = nullptr;
-  float* scalar = nullptr;  // device memory
+  float* scalar = nullptr;  // device memory, or hostScalar
+  float hostScalar = 0;
   float* in = nullptr;
   float* out = nullptr;
+  void* base = nullptr;
   ncclWindow_t win = nullptr;
   std::vector<float> hostIn, hostOut;
   float values[3] = {1.0f, 3.0f, 5.0f};  // host sources of the stream's scalar writes
 };
 
-int setUp(const Rank& me, DeviceBufs* b, bool window) {
+// The scalar in device memory, or (hostScalar) in host memory that the
+// stream writes all the same: a call ordered on a stream reads it when the
+// stream gets there either way.
+int setUp(const Rank& me, DeviceBufs* b, bool window, bool hostScalar = false) {
   MP_NCCL(ferryDeviceStreamCreate(&b->stream));
   void* mem = nullptr;
   const size_t bytes = 2 * kCount * sizeof(float) + 4096;
   MP_NCCL(ncclMemAlloc(&mem, bytes));
   if (window) MP_NCCL(ncclCommWindowRegister(me.comm, mem, bytes, &b->win, NCCL_WIN_COLL_SYMMETRIC));
-  b->scalar = static_cast<float*>(mem);
+  b->base = mem;
+  b->scalar = hostScalar ? &b->hostScalar : static_cast<float*>(mem);
   b->in = reinterpret_cast<float*>(static_cast<char*>(mem) + 4096);
   b->out = b->in + kCount;
   b->hostIn.resize(kCount);
@@ -69,7 +76,7 @@ int setUp(const Rank& me, DeviceBufs* b, bool window) {
 int tearDown(const Rank& me, DeviceBufs* b) {
   MP_NCCL(ferryDeviceStreamSynchronize(b->stream));
   if (b->win) MP_NCCL(ncclCommWindowDeregister(me.comm, b->win));
-  MP_NCCL(ncclMemFree(b->scalar));
+  MP_NCCL(ncclMemFree(b->base));
   MP_NCCL(ferryDeviceStreamDestroy(b->stream));
   return 0;
 }
@@ -81,6 +88,12 @@ int twoScaledSums(const Rank& me, DeviceBufs* b, bool grouped) {
   ncclRedOp_t op;
   MP_NCCL(ncclRedOpCreatePreMulSum(&op, b->scalar, ncclFloat32, ncclScalarDevice, me.comm));
   std::vector<float> first(kCount, -1), second(kCount, -1);
+  // On testdev every stream task starts late, so the stream's writes of
+  // the scalar cannot have run by the time the calls return.
+  const char* name = nullptr;
+  MP_NCCL(ferryDeviceName(&name));
+  const bool slow = std::string(name) == "testdev";
+  if (slow) MP_NCCL(ferryDeviceSetTaskDelayUs(2000));
   for (int k = 1; k <= 2; ++k) {
     MP_NCCL(ferryDeviceMemcpyAsync(b->scalar, &b->values[k], sizeof(float), b->stream));
     if (grouped) MP_NCCL(ncclGroupStart());
@@ -90,6 +103,7 @@ int twoScaledSums(const Rank& me, DeviceBufs* b, bool grouped) {
                                    b->stream));
   }
   MP_NCCL(ferryDeviceStreamSynchronize(b->stream));
+  if (slow) MP_NCCL(ferryDeviceSetTaskDelayUs(0));
   MP_NCCL(ncclRedOpDestroy(op, me.comm));
   for (size_t i = 0; i < kCount; ++i) {
     MP_CHECK(first[i] == expected(me, i, 3.0f), "rank %d: first sum, element %zu is %g, expected %g", me.rank, i,
@@ -108,10 +122,12 @@ TEST_P(MpDeviceScalar, ReadWhenTheStreamGetsThere) {
     return withComm(rank, nranks, id, [](const Rank& me) {
       for (bool window : {false, true}) {
         for (bool grouped : {false, true}) {
-          DeviceBufs b;
-          MP_TRY(setUp(me, &b, window));
-          MP_TRY(twoScaledSums(me, &b, grouped));
-          MP_TRY(tearDown(me, &b));
+          for (bool hostScalar : {false, true}) {
+            DeviceBufs b;
+            MP_TRY(setUp(me, &b, window, hostScalar));
+            MP_TRY(twoScaledSums(me, &b, grouped));
+            MP_TRY(tearDown(me, &b));
+          }
         }
       }
       // Host buffers without a stream: nothing orders a read of the device

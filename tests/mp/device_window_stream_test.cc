@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "tests/mp/device_window_util.h"
 #include "tests/mp/fake_cuda_count.h"
@@ -329,6 +331,41 @@ TEST(MpDeviceWindowStream, DeadPeerFailsTheCommunicatorAndReleasesTheStream) {
   }, opts("dead", {{"FERRY_TIMEOUT_MS", "3000"}}, 120));
   EXPECT_RANKS_OK(res);
   EXPECT_EQ(logFilesWith(logDir(), "dead", "did not reach barrier"), 1);
+}
+
+// CUDA (stand-in driver): a Reduce root whose output is pageable host
+// memory, which its copies could take but its kernels cannot. Only the
+// root knows; the others take the direct path. The root's call fails
+// naming the operand and fails the communicator, and the others learn it
+// from the host's failure board long before the timeout (60 s here).
+int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+TEST(MpDeviceWindowCuda, RootOperandRefusedFailsEveryRank) {
+  RunResult res = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    return ownComm(rank, nranks, id, [](Rank& me, Arena& a) {
+      std::vector<int32_t> pageable(1024, -1);
+      const int64_t start = nowMs();
+      ncclResult_t r = ncclReduce(a.base, me.rank == 0 ? static_cast<void*>(pageable.data()) : nullptr, 1024,
+                                  ncclInt32, ncclSum, 0, me.comm, static_cast<cudaStream_t>(a.stream));
+      if (me.rank == 0) MP_CHECK(r == ncclInvalidUsage, "the root's call returned %s", resultName(r).c_str());
+      ncclResult_t async = ncclSuccess;
+      for (int i = 0; i < 3000 && async == ncclSuccess; ++i) {
+        MP_NCCL(ncclCommGetAsyncError(me.comm, &async));
+        usleep(10000);
+      }
+      MP_CHECK(async != ncclSuccess && async != ncclInProgress, "rank %d: no error after %lld ms", me.rank,
+               static_cast<long long>(nowMs() - start));
+      MP_CHECK(nowMs() - start < 30000, "rank %d: the error took %lld ms (the timeout's, not the board's)",
+               me.rank, static_cast<long long>(nowMs() - start));
+      ncclCommAbort(me.comm);
+      return 0;
+    });
+  }, opts("rootop", {{"FERRY_TIMEOUT_MS", "60000"}}, 120, "cuda"));
+  EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(logDir(), "rootop", "is pageable host memory"), 1);
 }
 
 }  // namespace
