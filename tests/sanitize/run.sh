@@ -64,7 +64,8 @@ TSAN_MP=${TSAN_MP:-.}
 TSAN_CI_TARGETS=${TSAN_CI_TARGETS:-bootstrap_test core_config_test core_log_test core_wait_test
   net_connection_test netsocket_test netsocket_conn_test nettransport_test ferry-topo
   mp_api_test mp_fault_test mp_resilience_test mp_net_test accel_test comm_presence_test
-  comm_op_queue_test accel_api_test accel_cuda_backend_test mp_device_test mp_device_window_test}
+  comm_op_queue_test accel_api_test accel_cuda_backend_test mp_device_test mp_device_window_test
+  mp_device_scalar_test}
 
 summary=()
 status=0
