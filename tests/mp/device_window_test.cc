@@ -41,28 +41,28 @@ int checkRange(ncclDataType_t dt, const void* p, size_t n, const std::function<d
   return 0;
 }
 
-int withOp(const Rank& me, const RedCase& c, const std::function<ncclResult_t(ncclRedOp_t)>& call,
-           ncclResult_t* r) {
-  ncclRedOp_t op;
-  MP_NCCL(acquireOp(c.op, c.dt, me.comm, &op));
-  *r = call(op);
-  MP_NCCL(releaseOp(c.op, op, me.comm));
-  return 0;
+// Sentinels after inCount inputs and outCount outputs, this rank's inputs,
+// then call(op) with c's operator made for it, on the arena's stream.
+int runReduction(const Rank& me, Arena& a, const RedCase& c, size_t inCount, size_t outCount,
+                 const std::function<ncclResult_t(ncclRedOp_t)>& call) {
+  sentinel(c.dt, a.out(), outCount + kGuardElems);
+  sentinel(c.dt, a.in(), inCount + kGuardElems);
+  for (size_t i = 0; i < inCount; ++i) encodeValue(c.dt, redInput(c, me.rank, i), a.in(), i);
+  return onDevice(&a, [&] {
+    ncclRedOp_t op;
+    if (ncclResult_t r = acquireOp(c.op, c.dt, me.comm, &op); r != ncclSuccess) return r;
+    ncclResult_t r = call(op);
+    ncclResult_t released = releaseOp(c.op, op, me.comm);
+    return r != ncclSuccess ? r : released;
+  });
 }
 
 int allReduce(const Rank& me, Arena& a, const RedCase& c, size_t count, bool inPlace) {
   std::string what = "AllReduce " + std::string(opName(c.op)) + " count " + std::to_string(count) +
                      (inPlace ? " in place" : "");
   char* out = inPlace ? a.in() : a.out();
-  sentinel(c.dt, a.out(), count + kGuardElems);
-  sentinel(c.dt, a.in(), count + kGuardElems);
-  for (size_t i = 0; i < count; ++i) encodeValue(c.dt, redInput(c, me.rank, i), a.in(), i);
-  ncclResult_t r = ncclSuccess;
-  MP_TRY(onDevice(&a, [&] {
-    ncclResult_t w = withOp(me, c, [&](ncclRedOp_t op) {
-      return ncclAllReduce(a.dev(a.in()), a.dev(out), count, c.dt, op, me.comm, static_cast<cudaStream_t>(a.stream));
-    }, &r) == 0 ? ncclSuccess : ncclInternalError;
-    return r != ncclSuccess ? r : w;
+  MP_TRY(runReduction(me, a, c, count, count, [&](ncclRedOp_t op) {
+    return ncclAllReduce(a.dev(a.in()), a.dev(out), count, c.dt, op, me.comm, static_cast<cudaStream_t>(a.stream));
   }));
   return checkRange(c.dt, out, count, [&](size_t i) { return redExpected(c, i); }, what);
 }
@@ -72,16 +72,8 @@ int reduceScatter(const Rank& me, Arena& a, const RedCase& c, size_t count, bool
                      (inPlace ? " in place" : "");
   size_t total = count * me.nranks, e = dtypeSize(c.dt);
   char* out = inPlace ? a.in() + me.rank * count * e : a.out();
-  sentinel(c.dt, a.out(), count + kGuardElems);
-  sentinel(c.dt, a.in(), total + kGuardElems);
-  for (size_t i = 0; i < total; ++i) encodeValue(c.dt, redInput(c, me.rank, i), a.in(), i);
-  ncclResult_t r = ncclSuccess;
-  MP_TRY(onDevice(&a, [&] {
-    ncclResult_t w = withOp(me, c, [&](ncclRedOp_t op) {
-      return ncclReduceScatter(a.dev(a.in()), a.dev(out), count, c.dt, op, me.comm,
-                               static_cast<cudaStream_t>(a.stream));
-    }, &r) == 0 ? ncclSuccess : ncclInternalError;
-    return r != ncclSuccess ? r : w;
+  MP_TRY(runReduction(me, a, c, total, count, [&](ncclRedOp_t op) {
+    return ncclReduceScatter(a.dev(a.in()), a.dev(out), count, c.dt, op, me.comm, static_cast<cudaStream_t>(a.stream));
   }));
   size_t base = me.rank * count;
   // In place the guard after my block is the next rank's input block.
@@ -95,16 +87,8 @@ int reduce(const Rank& me, Arena& a, const RedCase& c, size_t count, int root, b
   std::string what = "Reduce " + std::string(opName(c.op)) + " count " + std::to_string(count) + " root " +
                      std::to_string(root) + (inPlace ? " in place" : "");
   char* out = inPlace ? a.in() : a.out();
-  sentinel(c.dt, a.out(), count + kGuardElems);
-  sentinel(c.dt, a.in(), count + kGuardElems);
-  for (size_t i = 0; i < count; ++i) encodeValue(c.dt, redInput(c, me.rank, i), a.in(), i);
-  ncclResult_t r = ncclSuccess;
-  MP_TRY(onDevice(&a, [&] {
-    ncclResult_t w = withOp(me, c, [&](ncclRedOp_t op) {
-      return ncclReduce(a.dev(a.in()), a.dev(out), count, c.dt, op, root, me.comm,
-                        static_cast<cudaStream_t>(a.stream));
-    }, &r) == 0 ? ncclSuccess : ncclInternalError;
-    return r != ncclSuccess ? r : w;
+  MP_TRY(runReduction(me, a, c, count, count, [&](ncclRedOp_t op) {
+    return ncclReduce(a.dev(a.in()), a.dev(out), count, c.dt, op, root, me.comm, static_cast<cudaStream_t>(a.stream));
   }));
   if (me.rank == root) return checkRange(c.dt, out, count, [&](size_t i) { return redExpected(c, i); }, what);
   if (inPlace) return checkRange(c.dt, out, count, [&](size_t i) { return redInput(c, me.rank, i); }, what);
