@@ -45,8 +45,8 @@ void HostFlag::raiseTo(uint32_t value) {
   wakeAll(&v_);
 }
 
-bool HostFlag::waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<bool>* abort) const {
-  for (int i = 0; i < 64; ++i) {
+bool HostFlag::waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<bool>* abort, bool spin) const {
+  for (int i = 0; spin && i < 64; ++i) {
     if (reached(value)) return true;
 #if defined(__x86_64__)
     __builtin_ia32_pause();
@@ -55,7 +55,7 @@ bool HostFlag::waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<
   // Then yield for a while: the other side is often one hand-off away, and
   // waking a thread that sleeps on a futex costs tens of microseconds in a
   // virtual machine; a yield gives the core to whoever needs it.
-  for (int i = 0; i < kYields; ++i) {
+  for (int i = 0; spin && i < kYields; ++i) {
     if (reached(value)) return true;
     sched_yield();
   }

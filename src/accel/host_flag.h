@@ -26,8 +26,11 @@ class HostFlag {
   // At least value from now on (release; never lowers it), waking every waiter.
   void raiseTo(uint32_t value);
   // Until load() >= value: true, or false once timeoutMs passed (<= 0: no
-  // deadline) or *abort turned true (checked at least every 10 ms).
-  bool waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<bool>* abort = nullptr) const;
+  // deadline) or *abort turned true (checked at least every 10 ms). With
+  // spin, it polls and yields briefly before it sleeps (a hand-off is often
+  // close); a caller that waits long in slices spins in the first only.
+  bool waitAtLeast(uint32_t value, int64_t timeoutMs, const std::atomic<bool>* abort = nullptr,
+                   bool spin = true) const;
   // The word a device waits on (cuStreamWaitValue32).
   const std::atomic<uint32_t>* word() const { return &v_; }
 

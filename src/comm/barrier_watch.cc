@@ -21,12 +21,14 @@ bool givenUp(Comm* c, const std::atomic<bool>& stop) {
 }
 
 // Until f reaches g, in slices of 10 ms between which givenUp is asked;
-// kTimedOut once nowMs() passed end.
+// kTimedOut once nowMs() passed end. Only the first slice spins: a barrier
+// is queued here at the call, and this rank's stream may take long to
+// reach it, while the watch should not take cores from it meanwhile.
 Wait waitFor(Comm* c, const std::atomic<bool>& stop, const accel::HostFlag* f, uint32_t g, int64_t end) {
-  for (;;) {
+  for (bool first = true;; first = false) {
     if (f->reached(g)) return Wait::kReached;
     if (givenUp(c, stop)) return Wait::kGivenUp;
-    if (f->waitAtLeast(g, 10, &stop)) return Wait::kReached;
+    if (f->waitAtLeast(g, 10, &stop, first)) return Wait::kReached;
     if (nowMs() >= end) return Wait::kTimedOut;
   }
 }
