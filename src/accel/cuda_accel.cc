@@ -83,9 +83,10 @@ Status CudaAccelerator::openSlab() {
     std::free(p);
     return d_->error(r, "cuMemHostGetDevicePointer");
   }
-  slab_ = static_cast<char*>(p);
-  slabDev_ = dev;
-  for (uint32_t i = kFlagSlots; i-- > 0;) freeSlots_.push_back(i);
+  const int n = slabCount_.load(std::memory_order_relaxed);
+  slabs_[n] = Slab{static_cast<char*>(p), dev};
+  slabCount_.store(n + 1, std::memory_order_release);
+  for (uint32_t i = kFlagSlots; i-- > 0;) freeSlots_.push_back(uint32_t(n * kFlagSlots) + i);
   return Status::ok();
 }
 
@@ -160,10 +161,25 @@ Status CudaAccelerator::hostFnAsync(StreamHandle s, std::function<void()> fn) {
 
 std::shared_ptr<HostFlag> CudaAccelerator::newFlag() {
   std::lock_guard<std::mutex> g(mu_);
-  if (!slab_ || freeSlots_.empty()) return std::make_shared<HostFlag>();
+  const int slabs = slabCount_.load(std::memory_order_relaxed);
+  if (freeSlots_.empty() && slabs > 0 && slabs < kMaxSlabs) {
+    if (Status st = openSlab(); !st.isOk() && !slabsFullLogged_) {
+      slabsFullLogged_ = true;
+      FERRY_WARN("cuda: no flag slab beyond %d (%s); streams wait in host functions", slabs,
+                 st.message().c_str());
+    }
+  }
+  if (freeSlots_.empty()) {
+    if (slabs == kMaxSlabs && !slabsFullLogged_) {
+      slabsFullLogged_ = true;
+      FERRY_WARN("cuda: all %d flag slabs in use (%zu flags); streams wait in host functions", kMaxSlabs,
+                 kMaxSlabs * kFlagSlots);
+    }
+    return std::make_shared<HostFlag>();
+  }
   uint32_t i = freeSlots_.back();
   freeSlots_.pop_back();
-  auto* f = new (slab_ + i * kFlagStride) HostFlag();
+  auto* f = new (slabs_[i / kFlagSlots].host + (i % kFlagSlots) * kFlagStride) HostFlag();
   // The backend lives until exit (registry.cc): the deleter may use it.
   return std::shared_ptr<HostFlag>(f, [this, i](HostFlag* p) {
     p->~HostFlag();
@@ -174,8 +190,13 @@ std::shared_ptr<HostFlag> CudaAccelerator::newFlag() {
 
 cu::DevicePtr CudaAccelerator::slabAddress(const HostFlag* f) const {
   auto* w = reinterpret_cast<const char*>(f->word());
-  if (!slab_ || w < slab_ || w >= slab_ + kFlagStride * kFlagSlots) return 0;
-  return slabDev_ + static_cast<cu::DevicePtr>(w - slab_);
+  const int n = slabCount_.load(std::memory_order_acquire);
+  for (int k = 0; k < n; ++k) {
+    const Slab& s = slabs_[k];
+    if (w >= s.host && w < s.host + kFlagStride * kFlagSlots)
+      return s.dev + static_cast<cu::DevicePtr>(w - s.host);
+  }
+  return 0;
 }
 
 Status CudaAccelerator::waitFlagAsync(StreamHandle s, const HostFlag* flag, uint32_t value,

@@ -10,6 +10,7 @@
 // build had no nvcc, reduceAsync says so.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,12 +72,17 @@ class CudaAccelerator final : public Accelerator {
 
  private:
   static constexpr size_t kFlagStride = 64;  // one cache line per flag
-  static constexpr size_t kFlagSlots = 1024;
+  static constexpr size_t kFlagSlots = 1024;  // per slab
+  // Slabs are added as flags run out (each communicator with device
+  // windows holds two, each stream bridge at least one): a plain HostFlag
+  // would make a gate wait a blocking host function again.
+  static constexpr int kMaxSlabs = 64;
   CudaAccelerator(std::unique_ptr<CudaDriver> d, cu::Context ctx);
   // This thread has a current context (the caller's own is left alone).
   Status bind() const;
+  // One more slab of kFlagSlots flags (mu_ held, or at create).
   Status openSlab();
-  // The device address of a flag in the slab, or 0.
+  // The device address of a flag in a slab, or 0.
   cu::DevicePtr slabAddress(const HostFlag* f) const;
 
   // The kernels of reduce_kernels.cu (cuda_accel_kernels.cc).
@@ -92,9 +98,15 @@ class CudaAccelerator final : public Accelerator {
   cu::Module module_ = nullptr;
   cu::Function kernels_[kFamilies][kernels::kNumDTypes] = {};
   std::mutex mu_;
-  char* slab_ = nullptr;  // kFlagSlots flags, registered with the device
-  cu::DevicePtr slabDev_ = 0;
-  std::vector<uint32_t> freeSlots_;
+  struct Slab {
+    char* host = nullptr;  // kFlagSlots flags, registered with the device
+    cu::DevicePtr dev = 0;
+  };
+  // Written under mu_ before slabCount_ publishes it; read without mu_.
+  Slab slabs_[kMaxSlabs];
+  std::atomic<int> slabCount_{0};
+  std::vector<uint32_t> freeSlots_;  // slab * kFlagSlots + slot
+  bool slabsFullLogged_ = false;
   struct Opened {
     cu::DevicePtr base;
     int refs;

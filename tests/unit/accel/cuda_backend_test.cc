@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "accel/accelerator.h"
@@ -148,6 +149,32 @@ TEST_F(CudaBackend, StreamWaitsOnASlabFlag) {
   flag->add(1);
   ASSERT_TRUE(cuda_->synchronize(stream_, 10000).isOk());
   EXPECT_TRUE(ran.load());
+}
+
+// Flags outlive one slab (1024): the backend registers another instead of
+// handing out plain flags, whose waits would block host functions (the
+// crossed-streams stall). Freed slots are reused before a new slab.
+TEST_F(CudaBackend, FlagsBeyondOneSlabAreStillWaitedOnByTheStream) {
+  std::vector<std::shared_ptr<HostFlag>> held;
+  for (int i = 0; i < 1500; ++i) held.push_back(cuda_->newFlag());
+  const long waits = fakeCount("cuStreamWaitValue32");
+  const long hostFns = fakeCount("cuLaunchHostFunc");
+  for (size_t i = held.size() - 3; i < held.size(); ++i) {
+    held[i]->add(1);
+    ASSERT_TRUE(cuda_->waitFlagAsync(stream_, held[i].get(), 1, 10000).isOk());
+  }
+  EXPECT_EQ(fakeCount("cuStreamWaitValue32"), waits + 3);
+  EXPECT_EQ(fakeCount("cuLaunchHostFunc"), hostFns) << "a wait fell back to a host function";
+  ASSERT_TRUE(cuda_->synchronize(stream_, 10000).isOk());
+  // Distinct flags, none shared by two holders.
+  std::set<const void*> words;
+  for (auto& f : held) words.insert(f->word());
+  EXPECT_EQ(words.size(), held.size());
+  held.resize(100);
+  for (int i = 0; i < 1400; ++i) held.push_back(cuda_->newFlag());
+  words.clear();
+  for (auto& f : held) words.insert(f->word());
+  EXPECT_EQ(words.size(), held.size());
 }
 
 // The bridge's pieces are counted by the stream itself: a device store
