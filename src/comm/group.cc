@@ -488,10 +488,9 @@ Status enqueueColl(const CollTask& t) {
     std::unique_ptr<mem::WindowBinding> binding;
     c->plans().beginUse();
     FERRY_ASSIGN(Run r, collRun(c, t, &binding));
-    if (t.key.kind >= 0 && !binding && !t.reduce.premul &&
-        t.sendCopyBytes <= RepeatCalls::kMaxCopyBytes)
+    if (t.key.kind >= 0 && !binding && !t.reduce.premul)
       c->repeats().remember(RepeatEntry{t.key, c->plans().refOf(r.exec), r.reduce, t.info, r.name,
-                                        t.sendCopy, t.sendCopyBytes});
+                                        t.sendCopyBytes});
     return runStandalone(c, r);
   }
   g.of(t.comm).colls.push_back(t);
@@ -514,9 +513,11 @@ Status runRepeat(Comm* c, const Repeat& rep) {
   const RepeatEntry& e = *rep.entry;
   Executor& x = *rep.exec;
   void* input = const_cast<void*>(e.key.sendbuff);
-  if (e.sendCopy) {  // in-place AlltoAll: blocks arrive while others are still sent
-    std::memcpy(e.sendCopy.get(), input, e.sendCopyBytes);
-    input = e.sendCopy.get();
+  std::shared_ptr<char[]> copy;  // the pool's block, free again when the call returns
+  if (e.sendCopyBytes) {  // in-place AlltoAll: blocks arrive while others are still sent
+    FERRY_ASSIGN(copy, c->staging().take(e.sendCopyBytes));
+    std::memcpy(copy.get(), input, e.sendCopyBytes);
+    input = copy.get();
   }
   x.rebind(input, const_cast<void*>(e.key.recvbuff), e.reduce);
   x.bindPeers(nullptr);  // remembered calls never use windows (repeat_call.h)

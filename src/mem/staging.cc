@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/log.h"
 #include "mem/shared_alloc.h"
 
 namespace ferry::mem {
@@ -67,6 +68,7 @@ Result<std::shared_ptr<char[]>> StagingPool::take(size_t bytes, const BlockPinne
     return fit->p;
   }
   FERRY_ASSIGN(void* p, allocShared(bytes == 0 ? 1 : bytes));
+  FERRY_INFO(log::kAlloc, "staging: a new shared block of %zu bytes (%zu kept)", bytes, kept_.size());
   auto pins = std::make_shared<Pins>();
   // Unpinned before it is unmapped (a device must not keep pages that go),
   // on a thread that may call the device (the graveyard, above).

@@ -423,6 +423,16 @@ int logFilesWith(const std::string& dir, const std::string& tag, const std::stri
   return hits;
 }
 
+int maxLinesWith(const std::string& dir, const std::string& tag, const std::string& text) {
+  int most = -1;
+  std::string cmd = "grep -c -F -- '" + text + "' " + dir + "/" + tag + ".* 2>/dev/null | cut -d: -f2 | sort -n | tail -1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  if (fscanf(p, "%d", &most) != 1) most = -1;
+  pclose(p);
+  return most;
+}
+
 namespace {
 
 int removeEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }

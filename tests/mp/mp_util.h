@@ -129,6 +129,8 @@ std::string resultName(ncclResult_t r);
 // How many files <dir>/<tag>.* (per-rank NCCL_DEBUG_FILE logs) contain `text`;
 // -1 if that cannot be found out.
 int logFilesWith(const std::string& dir, const std::string& tag, const std::string& text);
+// The most lines containing `text` in any one of those files; -1 as above.
+int maxLinesWith(const std::string& dir, const std::string& tag, const std::string& text);
 
 // A fresh directory /tmp/ferry-<name>-XXXXXX for a test binary's per-rank
 // logs, made at the first call for that name.
