@@ -37,8 +37,9 @@ struct Move {
   bool divide = false;  // Avg: the step makes final values, divide them
 };
 
-char* operand(const CollTask& t, const mem::WindowBinding& b, const Region& r) {
+char* operand(const CollTask& t, const mem::WindowBinding& b, char* scratch, const Region& r) {
   if (r.peer >= 0) return b.base(r.peer, r.buf) + r.offset;
+  if (r.buf == kScratchBuf) return scratch + r.offset;
   char* own = r.buf == kInputBuf ? const_cast<char*>(static_cast<const char*>(t.sendbuff))
                                  : static_cast<char*>(t.recvbuff);
   return own + r.offset;
@@ -53,16 +54,20 @@ bool kernelStep(const Move& m) { return m.kind == StepKind::kLocalReduce || m.di
 // every rank decides that alike from the call's arguments); an error if an
 // operand is one the backend cannot take: a fact of this rank's alone
 // (its peers, which cannot know it, take the path), so the call fails.
-Result<bool> plan(const CollTask& t, const mem::WindowBinding& b, const Schedule& s, std::vector<Move>* out) {
-  if (s.lanes.size() != 1 || !s.prologue.empty() || s.scratchBytes) return false;
+// Scratch (AlltoAll in place sends from a copy) is device memory of the
+// communicator's (`scratch`, at least s.scratchBytes).
+Result<bool> plan(const CollTask& t, const mem::WindowBinding& b, const Schedule& s, char* scratch,
+                  std::vector<Move>* out) {
+  if (s.lanes.size() != 1 || !s.prologue.empty()) return false;
   for (const Step& x : s.lanes[0].steps) {
     if (x.kind == StepKind::kBarrier) {
       out->push_back({x.kind});
       continue;
     }
     bool kind = x.kind == StepKind::kCopy || (x.kind == StepKind::kLocalReduce && t.dev->reduces());
-    if (!kind || x.scaleSrc || x.src.buf > kOutputBuf || x.dst.buf > kOutputBuf) return false;
-    Move m{x.kind, operand(t, b, x.dst), operand(t, b, x.src), x.bytes, x.finalValue && t.reduce.divisor > 1};
+    if (!kind || x.scaleSrc || x.src.buf > kScratchBuf || x.dst.buf > kScratchBuf) return false;
+    Move m{x.kind, operand(t, b, scratch, x.dst), operand(t, b, scratch, x.src), x.bytes,
+           x.finalValue && t.reduce.divisor > 1};
     for (const void* p : {static_cast<const void*>(m.dst), static_cast<const void*>(m.src)})
       FERRY_TRY(kernelStep(m) ? t.dev->checkKernelOperand(p, m.bytes) : t.dev->checkRange(p, m.bytes));
     if (m.kind == StepKind::kCopy && m.dst == m.src && !m.divide) continue;  // in place: nothing to move
@@ -153,8 +158,22 @@ DeviceDirect::~DeviceDirect() {
       // Streams still wait on these (on CUDA by address, in the flag slab).
       new std::shared_ptr<accel::HostFlag>(done_);
       new std::shared_ptr<accel::HostFlag>(gate_);
+      return;  // and the scratch stays allocated
     }
   }
+  for (char* p : scratch_)
+    if (Status st = scratchDev_->free(p); !st.isOk()) FERRY_WARN("device windows: %s", st.message().c_str());
+}
+
+// Grown, never shrunk; a smaller one may still be read by queued work, so it
+// is freed with the communicator (after the drain), not here.
+Result<char*> DeviceDirect::scratch(accel::Accelerator* dev, size_t bytes) {
+  if (bytes <= scratchBytes_) return scratch_.empty() ? nullptr : scratch_.back();
+  FERRY_ASSIGN(void* p, dev->alloc(bytes));
+  scratchDev_ = dev;
+  scratch_.push_back(static_cast<char*>(p));
+  scratchBytes_ = bytes;
+  return scratch_.back();
 }
 
 Result<bool> DeviceDirect::submit(const CollTask& t) {
@@ -170,7 +189,9 @@ Result<bool> DeviceDirect::submit(const CollTask& t) {
   a.streamPieceBytes = pieceBytes(*t.dev);
   if (!symmetricSupports(a, comm_->view())) return false;
   std::vector<Move> moves;
-  Result<bool> planned = plan(t, *b, symmetricSchedule(a, comm_->view()), &moves);
+  Schedule sched = symmetricSchedule(a, comm_->view());
+  Result<char*> scratch = this->scratch(t.dev, sched.scratchBytes);
+  Result<bool> planned = scratch.isOk() ? plan(t, *b, sched, scratch.value(), &moves) : scratch.status();
   if (!planned.isOk()) {
     Status st = invalidUsage(std::string(collName(t.args.kind)) + " on " + t.dev->name() +
                              " windows: " + planned.status().message() + "; the other ranks run it as " +

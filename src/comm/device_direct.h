@@ -17,18 +17,20 @@
 // barrier numbers and the descriptor pages assume it, as NCCL's kernels of
 // one communicator are ordered too.
 //
-// Taken for AllReduce, ReduceScatter, AllGather, Broadcast and Reduce with Sum,
-// Prod, Max, Min, and Avg where the backend divides (the final values'
-// division is a kernel of its own), inside groups too (every rank decides
-// alike from its own arguments); PreMulSum (each rank's input scaled by
-// that rank's scalar, which the symmetric schedules' reads of peers'
-// inputs cannot apply), capturing streams and everything else go through
-// the CPU-forward bridge (stream_bridge.h). A rank that never
+// Taken for AllReduce, ReduceScatter, AllGather, Broadcast, Reduce and
+// AlltoAll (reductions with Sum, Prod, Max, Min, and Avg where the backend
+// divides: the final values' division is a kernel of its own), inside
+// groups too (every rank decides alike from its own arguments); PreMulSum
+// (each rank's input scaled by that rank's scalar, which the symmetric
+// schedules' reads of peers' inputs cannot apply), Gather and Scatter (no
+// symmetric form: algorithms/symmetric.cc), capturing streams and
+// everything else go through the CPU-forward bridge (stream_bridge.h). A rank that never
 // arrives makes every survivor's stream give up after the communicator's
 // timeout, and the communicator reports the error.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "accel/accelerator.h"
 #include "core/status.h"
@@ -58,6 +60,9 @@ class DeviceDirect {
   bool drain(int64_t timeoutMs) const;
 
  private:
+  // Device memory of at least `bytes` for schedules' scratch (null for 0).
+  Result<char*> scratch(accel::Accelerator* dev, size_t bytes);
+
   Comm* comm_;
   accel::Accelerator* dev_ = nullptr;     // the backend of the first operation
   std::shared_ptr<accel::HostFlag> done_;  // operations finished, in order
@@ -65,6 +70,9 @@ class DeviceDirect {
   std::unique_ptr<BarrierWatch> watch_;
   uint64_t ops_ = 0;                       // operations begun
   uint64_t signaled_ = 0;                  // the last whose end is enqueued
+  std::vector<char*> scratch_;             // the last is the current one
+  size_t scratchBytes_ = 0;
+  accel::Accelerator* scratchDev_ = nullptr;
 };
 
 }  // namespace ferry

@@ -8,13 +8,18 @@ void extents(const CollArgs& a, size_t* in, size_t* out) {
   size_t block = a.count * a.elemSize;
   size_t all = block * static_cast<size_t>(a.nranks);
   *in = *out = block;
-  if (a.kind == CollKind::kReduceScatter) *in = all;
-  if (a.kind == CollKind::kAllGather) *out = all;
+  if (a.kind == CollKind::kReduceScatter || a.kind == CollKind::kAllToAll) *in = all;
+  if (a.kind == CollKind::kAllGather || a.kind == CollKind::kAllToAll) *out = all;
 }
 
 bool symmetricKind(CollKind k) {
-  return k == CollKind::kAllReduce || k == CollKind::kReduceScatter ||
-         k == CollKind::kAllGather || k == CollKind::kBroadcast || k == CollKind::kReduce;
+  switch (k) {
+    case CollKind::kAllReduce: case CollKind::kReduceScatter: case CollKind::kAllGather:
+    case CollKind::kBroadcast: case CollKind::kReduce: case CollKind::kAllToAll:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace
@@ -25,8 +30,8 @@ Result<mem::Window*> Comm::registerWindow(void* buff, size_t bytes, int flags) {
 }
 
 // Which buffers peers touch: AllReduce reads inputs and outputs,
-// ReduceScatter, AllGather and Reduce inputs, Broadcast the root's output;
-// the rest stays local and need not be in a window. In place, AllGather's input is
+// ReduceScatter, AllGather and Reduce inputs, Broadcast the root's output,
+// AlltoAll writes outputs; the rest stays local and need not be in a window. In place, AllGather's input is
 // block `rank` of the output, so rank p's input sits p blocks further into
 // the window: the binding gets that stride and the descriptor the offset
 // of block 0, which is equal on every rank.
@@ -37,8 +42,8 @@ std::unique_ptr<mem::WindowBinding> bindWindows(Comm* c, const CollTask& t, cons
     return nullptr;
   size_t inBytes = 0, outBytes = 0, inOff = 0, outOff = 0;
   extents(a, &inBytes, &outBytes);
-  bool needIn = a.kind != CollKind::kBroadcast;
-  bool needOut = a.kind == CollKind::kAllReduce || a.kind == CollKind::kBroadcast;
+  bool needIn = a.kind != CollKind::kBroadcast && a.kind != CollKind::kAllToAll;
+  bool needOut = a.kind == CollKind::kAllReduce || a.kind == CollKind::kBroadcast || a.kind == CollKind::kAllToAll;
   const mem::Window* in = nullptr;
   const mem::Window* out = nullptr;
   if (needIn && (!(in = c->windows().find(t.sendbuff, inBytes, &inOff)) || !in->shared)) return nullptr;

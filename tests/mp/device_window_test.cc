@@ -1,8 +1,8 @@
 // Device windows (issue 14): ncclMemAlloc'd test-device memory registered
 // with ncclCommWindowRegister is shared between the ranks of the host
 // through the backend's IPC handles, and AllReduce, ReduceScatter,
-// AllGather and Broadcast on it run as stream work on the peers' memory
-// (comm/device_direct.h) instead of through host staging:
+// AllGather, Broadcast, Reduce and AlltoAll on it run as stream work on the
+// peers' memory (comm/device_direct.h) instead of through host staging:
 //  - exact results at 2-4 ranks, in place and out, several sizes, dtypes
 //    and ops (Avg too: a division kernel), with guard elements after every
 //    output; nothing staged (ferryCommStagedBytes 0) and each rank's log
@@ -120,6 +120,21 @@ int broadcast(const Rank& me, Arena& a, ncclDataType_t dt, size_t count, int roo
   return checkRange(dt, a.out(), count, [&](size_t i) { return moveValue(dt, root, i); }, what);
 }
 
+// AlltoAll: block p of rank r's output is block r of rank p's input (in
+// place it sends from a copy in device scratch).
+int allToAll(const Rank& me, Arena& a, ncclDataType_t dt, size_t count, bool inPlace) {
+  std::string what = "AlltoAll count " + std::to_string(count) + (inPlace ? " in place" : "");
+  size_t total = count * me.nranks;
+  char* in = inPlace ? a.out() : a.in();
+  sentinel(dt, a.out(), total + kGuardElems);
+  for (size_t i = 0; i < total; ++i) encodeValue(dt, moveValue(dt, me.rank, i), in, i);
+  MP_TRY(onDevice(&a, [&] {
+    return ncclAlltoAll(a.dev(in), a.dev(a.out()), count, dt, me.comm, static_cast<cudaStream_t>(a.stream));
+  }));
+  return checkRange(dt, a.out(), total,
+                    [&](size_t i) { return moveValue(dt, int(i / count), me.rank * count + i % count); }, what);
+}
+
 std::vector<RedCase> directCases(int n) {
   return {{ncclInt32, TestOp::kSum, n},   {ncclFloat32, TestOp::kMax, n}, {ncclBfloat16, TestOp::kSum, n},
           {ncclInt8, TestOp::kProd, n},   {ncclFloat64, TestOp::kMin, n}, {ncclInt32, TestOp::kAvg, n},
@@ -140,6 +155,8 @@ int everyCollective(const Rank& me, Arena& a) {
       for (const RedCase& c : directCases(me.nranks))
         for (size_t count : {size_t{1}, size_t{70001}}) MP_TRY(reduce(me, a, c, count, root, inPlace));
     }
+    for (ncclDataType_t dt : {ncclInt32, ncclUint8, ncclFloat64})
+      for (size_t count : {size_t{1}, size_t{700}, size_t{70001}}) MP_TRY(allToAll(me, a, dt, count, inPlace));
   }
   return 0;
 }
@@ -170,7 +187,8 @@ TEST_P(MpDeviceWindow, EveryCollectiveExactWithoutStaging) {
   EXPECT_RANKS_OK(res);
   EXPECT_EQ(logFilesWith(logDir(), tag, "of " + backend + " memory at"), n);
   EXPECT_EQ(logFilesWith(logDir(), tag, "shared by every rank"), n);
-  for (const char* k : {"AllReduce on ", "ReduceScatter on ", "AllGather on ", "Broadcast on "})
+  for (const char* k : {"AllReduce on ", "ReduceScatter on ", "AllGather on ", "Broadcast on ", "Reduce on ",
+                        "AlltoAll on "})
     EXPECT_EQ(logFilesWith(logDir(), tag, k + backend + " windows"), n) << k;
 }
 

@@ -1,7 +1,9 @@
 // Symmetric windows on real forked ranks (one host): buffers from
 // ncclMemAlloc registered with ncclCommWindowRegister run AllReduce,
 // ReduceScatter, AllGather and Broadcast as loads and stores on the peers'
-// memory (algorithms/symmetric.cc). Checked exactly for 2..5 ranks, several
+// memory (algorithms/symmetric.cc), and Reduce and AlltoAll where the cost
+// model or NCCL_ALGO picks it; Gather and Scatter on window buffers take
+// the usual algorithms. Checked exactly for 2..5 ranks, several
 // sizes, dtypes and ops, in and out of place, with guard elements around
 // every output; every rank's TUNING log must name the symmetric algorithm.
 // Also: windows on malloc memory register but are not shared (collectives
@@ -150,6 +152,54 @@ int broadcast(const Rank& me, const Arena& a, ncclDataType_t dt, size_t count, i
   return checkRange(dt, a.out(), count, [&](size_t i) { return moveValue(dt, root, i); }, what);
 }
 
+// AlltoAll: block p of rank r's output is block r of rank p's input.
+int allToAll(const Rank& me, const Arena& a, ncclDataType_t dt, size_t count, bool inPlace) {
+  std::string what = "AlltoAll count " + std::to_string(count) + (inPlace ? " in place" : "");
+  size_t total = count * me.nranks;
+  char* in = inPlace ? a.out() : a.in();
+  sentinel(dt, a.out(), total + kGuardElems);
+  for (size_t i = 0; i < total; ++i) encodeValue(dt, moveValue(dt, me.rank, i), in, i);
+  MP_NCCL(ncclAlltoAll(in, a.out(), count, dt, me.comm, nullptr));
+  return checkRange(dt, a.out(), total,
+                    [&](size_t i) { return moveValue(dt, int(i / count), me.rank * count + i % count); }, what);
+}
+
+// Gather and Scatter have no symmetric form (their in-place buffers sit at
+// each rank's own block, as here, nccl-tests' layout): window buffers take
+// the usual algorithms, exactly.
+int gather(const Rank& me, const Arena& a, ncclDataType_t dt, size_t count, int root, bool inPlace) {
+  std::string what = "Gather count " + std::to_string(count) + " root " + std::to_string(root) +
+                     (inPlace ? " in place" : "");
+  size_t total = count * me.nranks;
+  char* in = inPlace ? a.out() + me.rank * count * sz(dt) : a.in();
+  sentinel(dt, a.out(), total + kGuardElems);
+  for (size_t i = 0; i < count; ++i) encodeValue(dt, moveValue(dt, me.rank, i), in, i);
+  MP_NCCL(ncclGather(in, a.out(), count, dt, root, me.comm, nullptr));
+  if (me.rank == root)
+    return checkRange(dt, a.out(), total, [&](size_t i) { return moveValue(dt, int(i / count), i % count); }, what);
+  if (inPlace) return checkRange(dt, in, count, [&](size_t i) { return moveValue(dt, me.rank, i); }, what);
+  return checkRange(dt, a.out(), total, [&](size_t) { return sentinelValue(dt); }, what);
+}
+
+int scatter(const Rank& me, const Arena& a, ncclDataType_t dt, size_t count, int root, bool inPlace) {
+  std::string what = "Scatter count " + std::to_string(count) + " root " + std::to_string(root) +
+                     (inPlace ? " in place" : "");
+  size_t total = count * me.nranks;
+  char* out = inPlace ? a.in() + me.rank * count * sz(dt) : a.out();
+  sentinel(dt, a.in(), total + kGuardElems);
+  if (!inPlace) sentinel(dt, out, count + kGuardElems);
+  if (me.rank == root)
+    for (size_t i = 0; i < total; ++i) encodeValue(dt, moveValue(dt, root, i), a.in(), i);
+  MP_NCCL(ncclScatter(a.in(), out, count, dt, root, me.comm, nullptr));
+  auto expect = [&](size_t i) { return moveValue(dt, root, me.rank * count + i); };
+  if (inPlace && me.rank + 1 < me.nranks) {  // the guard is the next block
+    for (size_t i = 0; i < count; ++i)
+      MP_CHECK(decodeValue(dt, out, i) == expect(i), "%s: element %zu", what.c_str(), i);
+    return 0;
+  }
+  return checkRange(dt, out, count, expect, what);
+}
+
 int everyCollective(const Rank& me, const Arena& a) {
   std::vector<RedCase> cases = standardReductions(me.nranks);
   cases.push_back({ncclInt8, TestOp::kProd, me.nranks});
@@ -166,7 +216,14 @@ int everyCollective(const Rank& me, const Arena& a) {
       for (size_t count : {size_t{3}, size_t{300001}}) MP_TRY(broadcast(me, a, ncclInt32, count, root, inPlace));
       for (const RedCase& c : cases)
         for (size_t count : {size_t{1}, size_t{700}, size_t{100001}}) MP_TRY(reduce(me, a, c, count, root, inPlace));
+      for (ncclDataType_t dt : {ncclInt32, ncclUint8, ncclFloat64})
+        for (size_t count : {size_t{1}, size_t{700}, size_t{100001}}) {
+          MP_TRY(gather(me, a, dt, count, root, inPlace));
+          MP_TRY(scatter(me, a, dt, count, root, inPlace));
+        }
     }
+    for (ncclDataType_t dt : {ncclInt32, ncclUint8, ncclFloat64})
+      for (size_t count : {size_t{1}, size_t{700}, size_t{100001}}) MP_TRY(allToAll(me, a, dt, count, inPlace));
   }
   return 0;
 }
@@ -208,12 +265,17 @@ TEST_P(MpSymmetric, EveryCollectiveExact) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MpSymmetric, ::testing::Values(2, 3, 4, 5));
 
-// NCCL_ALGO=symmetric forces it at every size (8 bytes too).
+// NCCL_ALGO=symmetric forces it at every size (8 bytes too), AlltoAll by
+// its own clause (NCCL's rule: a list without a prefix names NCCL's five
+// tunable collectives).
 TEST(MpSymmetricForced, SmallAndLargeExact) {
-  RunResult res = runRanks(4, symmetricBody, opts("forced", {{"NCCL_ALGO", "symmetric"}}));
+  RunResult res = runRanks(4, symmetricBody, opts("forced", {{"NCCL_ALGO", "symmetric;AlltoAll:symmetric"}}));
   EXPECT_RANKS_OK(res);
   EXPECT_EQ(logFilesWith(logDir(), "forced", "AllReduce count 1 elemSize 4: algorithm symmetric"), 4);
-  EXPECT_EQ(logFilesWith(logDir(), "forced", "Reduce count 100001 elemSize 4: algorithm symmetric"), 4);
+  for (const char* line : {"Reduce count 100001 elemSize 4: algorithm symmetric",
+                           "AlltoAll count 1 elemSize 1: algorithm symmetric",
+                           "AlltoAll count 100001 elemSize 8: algorithm symmetric"})
+    EXPECT_EQ(logFilesWith(logDir(), "forced", line), 4) << line;
 }
 
 // Whether a Broadcast is in place is the root's alone to know (a

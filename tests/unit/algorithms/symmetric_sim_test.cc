@@ -3,7 +3,9 @@
 // every rank, and the ranks advance in several interleavings (round robin,
 // reverse, one rank far ahead). A rank that finishes overwrites its input
 // at once, as a caller reusing its buffer would, so a schedule that reads
-// a peer's input after that peer could have returned gives wrong sums.
+// a peer's input after that peer could have returned gives wrong sums; and
+// its output as it was then must be what it ends as (no peer writes it after
+// it returned).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -20,13 +22,15 @@ using Bytes = std::vector<char>;
 struct SymSim {
   int n;
   std::vector<Schedule> scheds;
-  std::vector<std::vector<Bytes>> bufs;  // [rank][input, output]
+  std::vector<std::vector<Bytes>> bufs;  // [rank][input, output, scratch]
   std::vector<size_t> pos;
   std::vector<int> arrived;              // barriers each rank has reached
-  bool inPlace = false;                  // output is the input (AllReduce, Broadcast)
+  bool inPlace = false;                  // output is the input (AllReduce, Broadcast, AlltoAll)
+  std::vector<Bytes> returned;           // each rank's output when it returned
 
+  uint32_t outBuf() const { return inPlace ? kInputBuf : kOutputBuf; }
   char* at(int r, const Region& g) {
-    uint32_t buf = inPlace ? kInputBuf : g.buf;
+    uint32_t buf = g.buf == kOutputBuf ? outBuf() : g.buf;
     return bufs[g.peer >= 0 ? g.peer : r][buf].data() + g.offset;
   }
 
@@ -58,8 +62,10 @@ struct SymSim {
       default:
         ADD_FAILURE() << "symmetric schedules only copy, reduce and wait: " << stepName(s.kind);
     }
-    if (++pos[r] == steps.size() && !inPlace)
-      std::fill(bufs[r][kInputBuf].begin(), bufs[r][kInputBuf].end(), 0x5a);
+    if (++pos[r] == steps.size()) {
+      returned[r] = bufs[r][outBuf()];
+      if (!inPlace) std::fill(bufs[r][kInputBuf].begin(), bufs[r][kInputBuf].end(), 0x5a);
+    }
     return true;
   }
 
@@ -77,6 +83,7 @@ struct SymSim {
       }
     }
     for (int r = 0; r < n; ++r) ASSERT_EQ(pos[r], scheds[r].lanes[0].steps.size()) << "stuck: rank " << r;
+    for (int r = 0; r < n; ++r) ASSERT_TRUE(returned[r] == bufs[r][outBuf()]) << "written after it returned: rank " << r;
   }
 };
 
@@ -90,9 +97,11 @@ int64_t word(const Bytes& b, size_t i) {
 
 SymSim simulate(CollKind kind, int n, size_t count, int root, int order, bool inPlace = false) {
   CommView v = makeView(std::vector<uint64_t>(n, 0));
-  SymSim sim{n, {}, {}, std::vector<size_t>(n, 0), std::vector<int>(n, 0), inPlace};
-  size_t in = kind == CollKind::kReduceScatter ? count * n : count;
-  size_t out = kind == CollKind::kAllGather ? count * n : count;
+  SymSim sim{n, {}, {}, std::vector<size_t>(n, 0), std::vector<int>(n, 0), inPlace, std::vector<Bytes>(n)};
+  bool wideIn = kind == CollKind::kReduceScatter || kind == CollKind::kScatter || kind == CollKind::kAllToAll;
+  bool wideOut = kind == CollKind::kAllGather || kind == CollKind::kGather || kind == CollKind::kAllToAll;
+  size_t in = wideIn ? count * n : count;
+  size_t out = wideOut ? count * n : count;
   for (int r = 0; r < n; ++r) {
     CollArgs a{kind, r, n, root, count, 8, inPlace, true};
     EXPECT_TRUE(symmetricSupports(a, v));
@@ -102,7 +111,7 @@ SymSim simulate(CollKind kind, int n, size_t count, int root, int order, bool in
       int64_t x = val(r, i);
       std::memcpy(ib.data() + 8 * i, &x, 8);
     }
-    sim.bufs.push_back({ib, ob});
+    sim.bufs.push_back({ib, ob, Bytes(sim.scheds.back().scratchBytes, 0)});
   }
   sim.run(order);
   return sim;
@@ -133,6 +142,24 @@ TEST(SymmetricSim, EveryKindExactInEveryOrder) {
             ASSERT_EQ(word(bc.bufs[r][kOutputBuf], i), val(n - 1, i)) << "Broadcast";
             for (int p = 0; p < n; ++p) ASSERT_EQ(word(ag.bufs[r][kOutputBuf], p * count + i), val(p, i));
           }
+      }
+}
+
+// AlltoAll pushes into peers' outputs; in place it sends from a copy.
+TEST(SymmetricSim, AlltoAllExactInEveryOrder) {
+  for (int n : {2, 3, 4, 5, 8})
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}})
+      for (int order : {0, 1, 2}) {
+        SCOPED_TRACE("n " + std::to_string(n) + " count " + std::to_string(count) + " order " +
+                     std::to_string(order));
+        SymSim aa = simulate(CollKind::kAllToAll, n, count, 0, order);
+        SymSim ai = simulate(CollKind::kAllToAll, n, count, 0, order, true);
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i)
+            for (int p = 0; p < n; ++p) {
+              ASSERT_EQ(word(aa.bufs[r][kOutputBuf], p * count + i), val(p, r * count + i)) << "rank " << r;
+              ASSERT_EQ(word(ai.bufs[r][kInputBuf], p * count + i), val(p, r * count + i)) << "in place " << r;
+            }
       }
 }
 
@@ -185,7 +212,11 @@ TEST(SymmetricSim, SupportAndChoice) {
   CollArgs plain = a;
   plain.symmetric = false;
   EXPECT_FALSE(symmetricSupports(plain, one));
-  for (CollKind k : {CollKind::kAllToAll, CollKind::kGather, CollKind::kScatter}) {
+  CollArgs aa = a;
+  aa.kind = CollKind::kAllToAll;
+  EXPECT_TRUE(symmetricSupports(aa, one));
+  EXPECT_FALSE(symmetricSupports(aa, two));
+  for (CollKind k : {CollKind::kGather, CollKind::kScatter}) {
     CollArgs b = a;
     b.kind = k;
     EXPECT_FALSE(symmetricSupports(b, one)) << collName(k);
