@@ -156,7 +156,7 @@ void alltoallvRuns(CommWork* w, const CollTask& t) {
 // A group's Send/Recv as one executor run (p2p_plan.h).
 Status p2pRun(CommWork* w, const std::vector<P2pTask>& p2ps) {
   Comm* c = w->comm;
-  Executor* e = repeatP2p(c, p2ps);
+  Executor* e = repeatP2p(c, p2ps, &w->sendCopy);
   if (!e) {
     FERRY_ASSIGN(e, p2pExecutor(c, p2ps, &w->sendCopy));
   }
@@ -335,9 +335,10 @@ bool runP2pRepeat(const GroupState& g, Status* st) {
   }
   // A rail exchange (FERRY_P2P_RAIL) is never remembered as a repeat.
   Executor* e = nullptr;
+  std::shared_ptr<char[]> sendCopy;  // in place: what the sends read, until the run ends
   if (!c->p2pRail()) {
     c->plans().beginUse();
-    e = repeatP2p(c, q.p2ps);
+    e = repeatP2p(c, q.p2ps, &sendCopy);
   }
   if (e) {
     log::setThreadRank(c->rank());

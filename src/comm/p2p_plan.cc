@@ -48,19 +48,18 @@ bool sameP2ps(const std::vector<P2pKey>& keys, const std::vector<P2pTask>& p2ps)
   return true;
 }
 
-void rememberP2p(Comm* c, const std::vector<P2pTask>& p2ps, const Executor* e,
-                 std::shared_ptr<char[]> sendCopy) {
+void rememberP2p(Comm* c, const std::vector<P2pTask>& p2ps, const Executor* e, bool sendsFromCopy) {
   P2pRepeat& last = c->repeats().lastP2p();
   last.ops.clear();
   for (const P2pTask& t : p2ps) last.ops.push_back(keyOf(t));
   last.plan = c->plans().refOf(e);
   last.binds = e->binds();
-  last.sendCopy = std::move(sendCopy);
+  last.sendsFromCopy = sendsFromCopy;
 }
 
 }  // namespace
 
-Executor* repeatP2p(Comm* c, const std::vector<P2pTask>& p2ps) {
+Executor* repeatP2p(Comm* c, const std::vector<P2pTask>& p2ps, std::shared_ptr<char[]>* sendCopy) {
   P2pRepeat& last = c->repeats().lastP2p();
   if (!sameP2ps(last.ops, p2ps)) return nullptr;
   Executor* e = c->plans().touch(last.plan);
@@ -69,7 +68,16 @@ Executor* repeatP2p(Comm* c, const std::vector<P2pTask>& p2ps) {
   if (last.binds != e->binds()) {
     for (size_t i = 0; i < p2ps.size(); ++i) e->rebindBuffer(i, p2ps[i].buf);
   }
-  if (last.sendCopy) copySends(p2ps, last.sendCopy.get(), [&](size_t i, char* p) { e->rebindBuffer(i, p); });
+  if (last.sendsFromCopy) {
+    // The pool's block: free again once the run drops it (a block held here
+    // between calls made the pool map a fresh one for every other group).
+    size_t total = 0;
+    for (const P2pTask& t : p2ps) total += t.isSend ? t.bytes : 0;
+    Result<std::shared_ptr<char[]>> copy = c->staging().take(total);
+    if (!copy.isOk()) return nullptr;  // the general path takes it again, and reports
+    *sendCopy = copy.value();
+    copySends(p2ps, sendCopy->get(), [&](size_t i, char* p) { e->rebindBuffer(i, p); });
+  }
   last.binds = e->binds();
   return e;
 }
@@ -96,7 +104,7 @@ Result<Executor*> p2pExecutor(Comm* c, const std::vector<P2pTask>& p2ps,
     e = c->plans().addP2p(ops, std::make_unique<Executor>(p2pSchedule(c->rank(), ops), bufs, 1,
                                                           ReduceSpec{}, c->execOptions()));
   }
-  rememberP2p(c, p2ps, e, overlap ? *sendCopy : nullptr);
+  rememberP2p(c, p2ps, e, overlap);
   return e;
 }
 

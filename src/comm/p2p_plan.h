@@ -19,8 +19,10 @@
 namespace ferry {
 
 // The last group's executor if `p2ps` repeats it, with this group's buffers
-// bound (in place: the sends' bytes copied again first); else null.
-Executor* repeatP2p(Comm* c, const std::vector<P2pTask>& p2ps);
+// bound (in place: the sends' bytes copied first into a block of the
+// staging pool held in *sendCopy for as long as the run needs it); else
+// null.
+Executor* repeatP2p(Comm* c, const std::vector<P2pTask>& p2ps, std::shared_ptr<char[]>* sendCopy);
 // The executor for `p2ps` (cached by shape, or built), buffers bound, and
 // remembered as the communicator's last group. In-place sends go from a
 // copy held in *sendCopy for as long as the run needs it.

@@ -50,8 +50,8 @@ struct RepeatEntry {
 // The last Send/Recv group of a communicator (without collectives): the
 // same operations on the same buffers reuse its executor, skipping the op
 // list, the overlap check and the plan lookup. A group whose sends overlap
-// its receives (in place) sends from a copy taken per call; the copy's
-// memory stays here for the next call.
+// its receives (in place) sends from a copy taken per call from the
+// staging pool, as an in-place AlltoAll does.
 struct P2pKey {
   const void* buf = nullptr;
   size_t bytes = 0;
@@ -64,7 +64,7 @@ struct P2pRepeat {
   std::vector<P2pKey> ops;
   PlanCache::Ref plan;
   uint64_t binds = 0;  // the executor's binds() once our buffers were bound
-  std::shared_ptr<char[]> sendCopy;  // in place: the sends' bytes, back to back
+  bool sendsFromCopy = false;  // in place: the sends' bytes go from a copy, back to back
 };
 
 class RepeatCalls {

@@ -161,6 +161,30 @@ int ringRound(const Rank& me, int32_t* send, int32_t* recv, size_t count, int ro
   return 0;
 }
 
+// In-place Send/Recv groups (a send overlapping a receive) likewise: new
+// groups, repeats (A A) and switches (A B) all send from the pool's one
+// block; the remembered group once held its copy, and every other group
+// of two alternating buffers mapped a fresh one.
+TEST(MpRepeatCall, InPlaceSendRecvReusesOneBlock) {
+  const std::string dir = testLogDir("repeat");
+  RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      constexpr size_t kCount = 4096;
+      std::vector<int32_t> a(kCount + 1), b(kCount + 1);
+      for (int round = 0; round < 32; ++round) {
+        // A A B B ... (repeats and switches), then A B A B ...
+        bool useA = round < 16 ? (round / 2) % 2 == 0 : round % 2 == 0;
+        int32_t* buf = useA ? a.data() : b.data();
+        MP_TRY(ringRound(me, buf, buf, kCount, round));
+      }
+      return 0;
+    });
+  }, loggedOptions(dir, "p2pcopy", "ALLOC", {{"FERRY_TIMEOUT_MS", "15000"}}, 120));
+  EXPECT_RANKS_OK(res);
+  int made = maxLinesWith(dir, "p2pcopy", "staging: a new shared block");
+  EXPECT_LE(made, 2) << "a rank made " << made << " staging blocks for 32 groups";
+}
+
 TEST(MpRepeatCall, SendRecvGroupsRepeatIntoTheirOwnBuffers) {
   RunResult res = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
     return withComm(rank, n, id, [](const Rank& me) {
