@@ -413,24 +413,26 @@ std::string resultName(ncclResult_t r) {
   return "ncclResult_t(" + std::to_string(i) + ")";
 }
 
-int logFilesWith(const std::string& dir, const std::string& tag, const std::string& text) {
-  int hits = 0;
-  std::string cmd = "grep -l -F -- '" + text + "' " + dir + "/" + tag + ".* 2>/dev/null | wc -l";
+namespace {
+
+// The integer a shell command prints, or -1.
+int shellInt(const std::string& cmd) {
+  int v = -1;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return -1;
-  if (fscanf(p, "%d", &hits) != 1) hits = -1;
+  if (fscanf(p, "%d", &v) != 1) v = -1;
   pclose(p);
-  return hits;
+  return v;
+}
+
+}  // namespace
+
+int logFilesWith(const std::string& dir, const std::string& tag, const std::string& text) {
+  return shellInt("grep -l -F -- '" + text + "' " + dir + "/" + tag + ".* 2>/dev/null | wc -l");
 }
 
 int maxLinesWith(const std::string& dir, const std::string& tag, const std::string& text) {
-  int most = -1;
-  std::string cmd = "grep -c -F -- '" + text + "' " + dir + "/" + tag + ".* 2>/dev/null | cut -d: -f2 | sort -n | tail -1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  if (fscanf(p, "%d", &most) != 1) most = -1;
-  pclose(p);
-  return most;
+  return shellInt("grep -c -F -- '" + text + "' " + dir + "/" + tag + ".* 2>/dev/null | cut -d: -f2 | sort -n | tail -1");
 }
 
 namespace {

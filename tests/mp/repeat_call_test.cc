@@ -181,6 +181,7 @@ TEST(MpRepeatCall, InPlaceSendRecvReusesOneBlock) {
     });
   }, loggedOptions(dir, "p2pcopy", "ALLOC", {{"FERRY_TIMEOUT_MS", "15000"}}, 120));
   EXPECT_RANKS_OK(res);
+  EXPECT_EQ(logFilesWith(dir, "p2pcopy", "staging: a new shared block"), 3);
   int made = maxLinesWith(dir, "p2pcopy", "staging: a new shared block");
   EXPECT_LE(made, 2) << "a rank made " << made << " staging blocks for 32 groups";
 }
