@@ -280,10 +280,10 @@ double symmetricCost(const CollArgs& a, const CommView& v) {
       // On host memory stores into lines another core holds pay for their
       // ownership, and the barriers cost more than the data in small
       // blocks: against the direct schedule (alltoall_perf -R 2, -n
-      // 100-500, same minutes) it took at 4 ranks 3-10x its time at 1-4 KiB
-      // blocks, 2.3x at 16 KiB, 0.82-1.42x at 64 KiB, 0.70-0.90x at 256
-      // KiB-1 MiB, 0.76-0.84x at 4 MiB; at 2 ranks 1.0-1.95x at 128 KiB,
-      // 0.75-0.80x at 256-512 KiB, 0.71-0.85x at 2-8 MiB.
+      // 100-500, same minutes) it took at 4 ranks 7-12x its time at 1-4 KiB
+      // blocks, 2.2-2.7x at 16 KiB, 0.82-1.42x at 64 KiB, 0.69-0.91x at
+      // 256 KiB-1 MiB, 0.84x at 4 MiB; at 2 ranks 1.03-1.95x at 128 KiB,
+      // 0.74-0.81x at 256-512 KiB, 0.71-0.85x at 2-8 MiB.
       if (a.count * a.elemSize < kPushMinBlock) return kNeverChosen;
       return 2 * sync(a, v) + cost::transfer(v, v.self, (n - 1) * block);
     default: {  // Broadcast: one copy's time, pipelined over k + 1 barriers
