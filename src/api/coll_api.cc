@@ -152,8 +152,7 @@ Status submit(const CollCall& k, ncclComm_t comm) {
     // The copy comes from the communicator's staging pool (reused, and
     // shared memory a local peer reads by reference).
     size_t bytes = k.count * e * c->nranks();
-    FERRY_ASSIGN(std::shared_ptr<char[]> copy, c->staging().take(bytes));
-    std::memcpy(copy.get(), k.sendbuff, bytes);
+    FERRY_ASSIGN(std::shared_ptr<char[]> copy, c->staging().copyOf(k.sendbuff, bytes));
     task.sendCopy = copy;
     task.sendCopyBytes = bytes;
     task.sendbuff = copy.get();

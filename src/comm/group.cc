@@ -516,8 +516,7 @@ Status runRepeat(Comm* c, const Repeat& rep) {
   void* input = const_cast<void*>(e.key.sendbuff);
   std::shared_ptr<char[]> copy;  // the pool's block, free again when the call returns
   if (e.sendCopyBytes) {  // in-place AlltoAll: blocks arrive while others are still sent
-    FERRY_ASSIGN(copy, c->staging().take(e.sendCopyBytes));
-    std::memcpy(copy.get(), input, e.sendCopyBytes);
+    FERRY_ASSIGN(copy, c->staging().copyOf(input, e.sendCopyBytes));
     input = copy.get();
   }
   x.rebind(input, const_cast<void*>(e.key.recvbuff), e.reduce);

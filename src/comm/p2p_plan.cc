@@ -25,12 +25,15 @@ void copySends(const std::vector<P2pTask>& p2ps, char* copy, Bind bind) {
 // from a copy taken now. Otherwise a peer reading our send block by
 // reference races our receive into it (undefined data, and 1 MiB took
 // 150-550 us against 83 out of place).
-Result<std::shared_ptr<char[]>> sendFromCopy(Comm* c, const std::vector<P2pTask>& p2ps,
-                                             std::vector<void*>* bufs) {
+// The copy is the staging pool's block, free again once the run drops it
+// (a block held between calls made the pool map a fresh one for every
+// other group); bind as copySends'.
+template <typename Bind>
+Result<std::shared_ptr<char[]>> sendFromCopy(Comm* c, const std::vector<P2pTask>& p2ps, Bind bind) {
   size_t total = 0;
   for (const P2pTask& t : p2ps) total += t.isSend ? t.bytes : 0;
   FERRY_ASSIGN(std::shared_ptr<char[]> copy, c->staging().take(total));
-  copySends(p2ps, copy.get(), [&](size_t i, char* p) { (*bufs)[i] = p; });
+  copySends(p2ps, copy.get(), bind);
   return copy;
 }
 
@@ -69,14 +72,9 @@ Executor* repeatP2p(Comm* c, const std::vector<P2pTask>& p2ps, std::shared_ptr<c
     for (size_t i = 0; i < p2ps.size(); ++i) e->rebindBuffer(i, p2ps[i].buf);
   }
   if (last.sendsFromCopy) {
-    // The pool's block: free again once the run drops it (a block held here
-    // between calls made the pool map a fresh one for every other group).
-    size_t total = 0;
-    for (const P2pTask& t : p2ps) total += t.isSend ? t.bytes : 0;
-    Result<std::shared_ptr<char[]>> copy = c->staging().take(total);
+    auto copy = sendFromCopy(c, p2ps, [&](size_t i, char* p) { e->rebindBuffer(i, p); });
     if (!copy.isOk()) return nullptr;  // the general path takes it again, and reports
     *sendCopy = copy.value();
-    copySends(p2ps, sendCopy->get(), [&](size_t i, char* p) { e->rebindBuffer(i, p); });
   }
   last.binds = e->binds();
   return e;
@@ -95,7 +93,7 @@ Result<Executor*> p2pExecutor(Comm* c, const std::vector<P2pTask>& p2ps,
   }
   bool overlap = sendsOverlapReceives(p2ps);
   if (overlap) {
-    FERRY_ASSIGN(*sendCopy, sendFromCopy(c, p2ps, &bufs));
+    FERRY_ASSIGN(*sendCopy, sendFromCopy(c, p2ps, [&](size_t i, char* p) { bufs[i] = p; }));
   }
   Executor* e = c->plans().findP2p(ops);
   if (e) {

@@ -1,6 +1,7 @@
 #include "mem/staging.h"
 
 #include <atomic>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -98,6 +99,12 @@ Result<std::shared_ptr<char[]>> StagingPool::take(size_t bytes, const BlockPinne
   // operations in flight need it); a block still in use elsewhere when the
   // count is full is freed by its last user.
   if (kept_.size() < keep_) kept_.push_back(made);
+  return block;
+}
+
+Result<std::shared_ptr<char[]>> StagingPool::copyOf(const void* src, size_t bytes) {
+  FERRY_ASSIGN(std::shared_ptr<char[]> block, take(bytes));
+  std::memcpy(block.get(), src, bytes);
   return block;
 }
 

@@ -55,6 +55,8 @@ class StagingPool {
   // With `pinner`, the block is pinned with it (once: kept blocks stay
   // pinned until they are freed).
   Result<std::shared_ptr<char[]>> take(size_t bytes, const BlockPinner* pinner = nullptr);
+  // A block of take(bytes) holding a copy of src's `bytes`.
+  Result<std::shared_ptr<char[]>> copyOf(const void* src, size_t bytes);
   // Frees the kept block if nobody holds it (a communicator's teardown),
   // and the graveyard's.
   void release();
