@@ -115,6 +115,10 @@ class Connection {
   // a transport that says no more, every piece: pieces copied into a ring
   // need not be waited for).
   virtual bool sendsDrained() = 0;
+  // True when the peer has taken every piece sent so far, by value too,
+  // but for what it may hold back in batched acknowledgements (a few KiB):
+  // a run that times itself against its peers' pace, exec/ref_choice.h.
+  virtual bool sendsConsumed() { return sendsDrained(); }
 
   // True when every committed piece will reach the peer without further
   // calls on this side (shared memory: at once; sockets: once written to

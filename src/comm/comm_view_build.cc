@@ -204,7 +204,9 @@ Status Comm::buildView() {
   // By value, a piece costs two copies on two cores at once; by CMA, one
   // slower kernel copy. With ranks sharing cores the copies no longer run
   // side by side: 4 ranks on 2 cores lost up to 1.3-2.6x at 256 KiB-1 MiB
-  // with the 4 MiB threshold (Scatter, AlltoAll, SendRecv; perf/README.md).
+  // with the 4 MiB threshold in a slow phase (Scatter, AlltoAll, SendRecv),
+  // and won 0.45-0.8x in a fast one (perf/README.md): this threshold is
+  // way 0 of each operation's own choice (exec/ref_choice.h).
   if (!config::isSet(config::Param::kCmaThreshold) && view_.oversubscription > 1.0)
     execOptions_.refThreshold = kOversubscribedCmaThreshold;
   return Status::ok();

@@ -106,6 +106,7 @@ Status Executor::start(ConnectionSource& source, const OpInfo* info) {
   } else {
     slotWrites_.beginRun(sendBytes_, /*quiet=*/refChoice_.beginRun());
   }
+  waitPeers_ = refChoice_.waitsForPeers();
   prologuePending_ = gate_ && !gate_->prologueReady();
   if (!prologuePending_) FERRY_TRY(runPrologue());
   done_ = schedule_.lanes.empty() && !prologuePending_;
@@ -198,7 +199,16 @@ const std::vector<int>& Executor::activePeers() const {
     for (size_t p = 0; p < conns_.size(); ++p)
       if (conns_[p] == c) peers.push_back(static_cast<int>(p));
   }
+  if (waitPeers_ && lanesDone_ == lanes_.size())
+    for (int p : checkPeers_)
+      if (check_[p].sendBytes > 0 && !conns_[p]->sendsConsumed()) peers.push_back(p);
   return peers;
+}
+
+bool Executor::peersTookAll() {
+  for (int p : checkPeers_)
+    if (check_[p].sendBytes > 0 && !conns_[p]->sendsConsumed()) return false;
+  return true;
 }
 
 Status Executor::progressGeneral(bool* progressed) {
@@ -223,6 +233,7 @@ Status Executor::progressGeneral(bool* progressed) {
   for (auto it = refConns_.begin(); it != refConns_.end();)
     it = (*it)->sendsDrained() ? refConns_.erase(it) : std::next(it);
   if (lanesDone_ < lanes_.size() || !refConns_.empty()) return Status::ok();
+  if (waitPeers_ && !peersTookAll()) return Status::ok();
   for (Connection* c : pushConns_)
     if (!c->sendsFlushed()) return Status::ok();
   done_ = true;

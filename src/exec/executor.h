@@ -170,6 +170,8 @@ class Executor {
   // mappedOnly (Step::mappedRefOnly) only if the peer maps them.
   bool refSized(const void* src, size_t k, bool mappedOnly) const;
   void endRun() { refChoice_.endRun(slotWrites_.endRun()); }
+  // Every peer we send to has taken every piece (RefChoice::waitsForPeers).
+  bool peersTookAll();
   // Receive side: verify and skip the peer's descriptor in a new piece.
   Status takeDescriptor(LaneState& st, int peer);
   Status advanceLane(size_t lane, bool* progressed, bool sendsOnly = false);
@@ -248,6 +250,7 @@ class Executor {
   size_t lanesDone_ = 0;
   SlotWrites slotWrites_;  // how large pieces go into shared slots
   RefChoice refChoice_;    // whether large pieces go by reference at all
+  bool waitPeers_ = false;  // this run ends once the peers took every piece
   size_t sendBytes_ = 0;   // what a run sends (all lanes)
   bool done_ = false;
   bool resolved_ = false;

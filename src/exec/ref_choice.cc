@@ -22,8 +22,15 @@ bool RefChoice::beginRun() {
     skipNext_ = true;
   } else if (trialRuns_ > 0) {
     ++trialRuns_;
+  } else if (sendsOnly_ && !baseline_ && sinceTrial_ >= interval_) {
+    baseline_ = true;  // the way in use, timed afresh right before its trial
+    used_ = Samples{};
+    blockRuns_ = 0;
+    blockUs_ = 0;
+    skipNext_ = true;  // it waits for what earlier runs left in the rings
   }
   way_ = trialRuns_ > 0 ? 1 - mode_ : mode_;
+  timed_ = !sendsOnly_ || baseline_ || trialRuns_ > 0;
   start_ = std::chrono::steady_clock::now();
   return trialRuns_ > 0;
 }
@@ -41,13 +48,23 @@ void RefChoice::endRun(bool otherTrial) {
 void RefChoice::recordRun(double us, bool otherTrial) {
   bool skip = skipNext_;
   skipNext_ = false;
+  if (trialRuns_ == 0) ++sinceTrial_;
+  if (skip || !timed_) return;
+  // A sample: one run, or the mean of kBlock runs of a rank that only sends.
+  blockUs_ += us;
+  blockOther_ = blockOther_ || otherTrial;
+  if (++blockRuns_ < (sendsOnly_ ? kBlock : 1)) return;
+  double sample = blockUs_ / blockRuns_;
+  bool other = blockOther_;
+  blockRuns_ = 0;
+  blockUs_ = 0;
+  blockOther_ = false;
   if (trialRuns_ > 0) {
-    if (!skip) trial_.add(us);
+    trial_.add(sample);
     if (trial_.full()) judge();
-    return;
+  } else if (!other) {
+    used_.add(sample);
   }
-  ++sinceTrial_;
-  if (!skip && !otherTrial) used_.add(us);
 }
 
 void RefChoice::judge() {
@@ -67,6 +84,8 @@ void RefChoice::judge() {
               mode_ == was ? "kept" : "switched", interval_);
   trialRuns_ = 0;
   sinceTrial_ = 0;
+  baseline_ = false;
+  if (sendsOnly_) used_ = Samples{};  // the next trial times both ways again
   skipNext_ = mode_ == was;  // back to the way in use: its first run pays for the change
 }
 

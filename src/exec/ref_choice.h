@@ -11,7 +11,10 @@
 // chosen per operation".
 //
 // So each executor whose runs send at least kTimedBytes in pieces above the
-// reference threshold chooses for itself from its runs' times: way 0 is the
+// reference threshold chooses for itself from its runs' times (128 KiB: a
+// 4-rank AlltoAll, SendRecv, AllGather or AllReduce of 256 KiB-1 MiB on 2
+// cores, whose pieces go by reference from 64 KiB, took 0.45-0.79x the time
+// once it chose, with 1 MiB it could not; perf/README.md): way 0 is the
 // threshold (FERRY_CMA_THRESHOLD's default), way 1 sends every piece of
 // ordinary memory by value. Memory a peer maps (ncclMemAlloc) always goes by
 // reference from its own threshold, and a FERRY_CMA_THRESHOLD the user set
@@ -34,24 +37,39 @@ namespace ferry {
 
 class RefChoice {
  public:
-  static constexpr size_t kTimedBytes = size_t(1) << 20;
+  static constexpr size_t kTimedBytes = size_t(128) << 10;
   static constexpr int kSamples = 3;
+  static constexpr int kBlock = 4;  // runs per sample of a rank that only sends
   static constexpr uint32_t kMinInterval = 16, kMaxInterval = 1024;
   static constexpr double kMargin = 0.95;
 
   // `candidateBytes`: what a run sends in steps that may go by reference at
   // the threshold; `recvBytes`: what it receives; `adaptive`: choose (else
-  // always the threshold). Only a rank that receives as much times the
-  // whole exchange: a rank that only sends (a Scatter root) finishes a run
-  // by value as soon as its last piece is in the ring and runs ahead, so
-  // its own times favour by value while its peers pay (4 ranks, 64 MiB: the
-  // root's runs took 3.0-3.8 ms by value against 4.0-5.7 by reference, the
-  // collective 6.1 ms against 5.0).
+  // always the threshold). A rank that receives as much times the whole
+  // exchange by its own run. One that receives less (a Scatter root, a
+  // Gather sender) would finish a run by value as soon as its last piece
+  // is in the ring and run ahead, so its own times favour by value while
+  // its peers pay (4 ranks, 64 MiB Scatter: the root's runs took 3.0-3.8
+  // ms by value against 4.0-5.7 by reference, the collective 6.1 ms
+  // against 5.0). Such a rank times its runs only around a trial, the way
+  // in use and then the other, and a sample there is the mean of kBlock
+  // runs of which the last ends only once the peers took every piece
+  // (waitsForPeers): run-ahead counts, but only as far as the peers keep
+  // up. Between trials its runs neither wait nor count. (Waiting on every
+  // run cost a 4-rank 256 KiB Scatter 2.6x, 31.6 us against 12.2; timing
+  // single waited runs judged by value at 130-170 us per 1 MiB Scatter run
+  // against 73-147 by reference, while free-running it took 46-53.)
   // `label` names the operation in the log line of each trial's verdict.
   void configure(size_t candidateBytes, size_t recvBytes, bool adaptive, const char* label = "") {
-    active_ = adaptive && candidateBytes >= kTimedBytes && recvBytes >= kTimedBytes;
+    active_ = adaptive && candidateBytes >= kTimedBytes;
+    sendsOnly_ = recvBytes < kTimedBytes;
     label_ = label;
     bytes_ = candidateBytes;
+  }
+  // Whether this run must wait until its peers took every piece it sent
+  // before it ends (a timed run of a rank that mostly sends).
+  bool waitsForPeers() const {
+    return active_ && sendsOnly_ && timed_ && !untimed_ && (skipNext_ || blockRuns_ == kBlock - 1);
   }
   // A run begins. Returns whether it tries the other way: the ring's store
   // choice (SlotWrites) then stays quiet, so the time measures this one.
@@ -74,7 +92,7 @@ class RefChoice {
   int way() const { return mode_; }  // the way in use (0: threshold, 1: by value)
 
  private:
-  struct Samples {  // the last kSamples run times of one way
+  struct Samples {  // the last kSamples samples of one way
     double t[kSamples] = {};
     int n = 0;
     void add(double v) { t[n++ % kSamples] = v; }
@@ -84,6 +102,12 @@ class RefChoice {
   void judge();
 
   bool active_ = false;
+  bool sendsOnly_ = false;  // configure: the run receives less than kTimedBytes
+  bool baseline_ = false;   // sendsOnly_: timing the way in use before a trial
+  bool timed_ = false;      // this run's time counts
+  int blockRuns_ = 0;       // runs of the current sample so far (kBlock)
+  double blockUs_ = 0;      // their time
+  bool blockOther_ = false; // one of them had the store choice on trial
   const char* label_ = "";
   size_t bytes_ = 0;
   int mode_ = 0;            // the way in use

@@ -303,5 +303,33 @@ TEST(MpRepeatCall, LargeExchangesExactWhileTheirWayIsChosen) {
   EXPECT_EQ(logFilesWith(dir, "refchoice", "reference choice ("), 2);
 }
 
+// A Scatter root only sends: it times its runs only around a trial, in
+// blocks whose last run waits until the receivers took every piece
+// (RefChoice::waitsForPeers), and runs ahead of them in between. Every
+// round must stay exact, and the root (alone) must have judged a trial.
+TEST(MpRepeatCall, ScatterRootChoosesItsWayWhileRoundsStayExact) {
+  const std::string& dir = testLogDir("repeat");
+  RunResult res = runRanks(2, [](int rank, int n, const ncclUniqueId& id) {
+    return withComm(rank, n, id, [](const Rank& me) {
+      constexpr size_t kCount = size_t(1) << 20;  // int32 per block: 4 MiB, the threshold
+      std::vector<int32_t> in(kCount * me.nranks), out(kCount);
+      for (int round = 0; round < 34; ++round) {
+        if (me.rank == 0)
+          for (size_t i = 0; i < in.size(); ++i) in[i] = int32_t(i) * 7 + round;
+        MP_NCCL(ncclScatter(in.data(), out.data(), kCount, ncclInt32, 0, me.comm, nullptr));
+        for (size_t i = 0; i < kCount; ++i) {
+          int32_t want = int32_t(me.rank * kCount + i) * 7 + round;
+          MP_CHECK(out[i] == want, "Scatter round %d element %zu: %d, want %d", round, i, out[i], want);
+        }
+      }
+      return 0;
+    });
+  }, loggedOptions(dir, "scatterchoice", "COLL", {{"FERRY_TIMEOUT_MS", "30000"}}, 120));
+  EXPECT_RANKS_OK(res);
+  // The root's first verdict comes after 26 runs (two stretches of a
+  // draining run and three blocks of four); the receiver sends nothing.
+  EXPECT_EQ(logFilesWith(dir, "scatterchoice", "reference choice ("), 1);
+}
+
 }  // namespace
 }  // namespace ferry::mp

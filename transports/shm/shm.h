@@ -38,6 +38,7 @@ class ShmConnection : public Connection {
   Status readRef(const RecvPiece& piece, size_t offset, void* dst, size_t bytes) override;
   Status releaseRecv() override;
   bool sendsDrained() override;
+  bool sendsConsumed() override;
   bool needsPush() const override { return false; }
   void markFailed() override;
   bool stepClose(bool* moved) override;

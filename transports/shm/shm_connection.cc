@@ -314,6 +314,13 @@ bool ShmConnection::sendsDrained() {
   return out_->head.load(std::memory_order_acquire) >= refsEnd_;
 }
 
+// The peer shows its head in batches (kHeadBatch): everything but the
+// last few KiB taken is what we can see, and that is what counts.
+bool ShmConnection::sendsConsumed() {
+  if (!probed_) probePeer();
+  return out_->head.load(std::memory_order_acquire) + kHeadBatch > sendTail_;
+}
+
 // The segment outlives its creator (stepClose): what the peer published
 // before it exited is read from it as usual.
 bool ShmConnection::outlivesPeer() {

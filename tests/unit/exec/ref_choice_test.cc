@@ -25,17 +25,64 @@ RefChoice active() {
 }
 
 TEST(RefChoice, InactiveKeepsTheThreshold) {
-  RefChoice small, sendOnly, fixed;
-  small.configure(kMiB - 1, 4 * kMiB, true);
-  sendOnly.configure(4 * kMiB, 0, true);  // a Scatter root: its own time misleads
+  RefChoice small, fixed;
+  small.configure(RefChoice::kTimedBytes - 1, 4 * kMiB, true);
   fixed.configure(4 * kMiB, 4 * kMiB, false);  // FERRY_CMA_THRESHOLD set
-  for (RefChoice* c : {&small, &sendOnly, &fixed}) {
+  for (RefChoice* c : {&small, &fixed}) {
     EXPECT_FALSE(c->active());
     for (int i = 0; i < 50; ++i) {
       EXPECT_FALSE(c->beginRun());
       EXPECT_TRUE(c->atThreshold());
+      EXPECT_FALSE(c->waitsForPeers());
     }
   }
+}
+
+// A rank that only sends (a Scatter root) would see by value finish as soon
+// as its pieces are in the rings: it times both ways only around each
+// trial, a sample being the mean of kBlock runs of which the last waits for
+// the peers (as does the first, which drains what came before).
+TEST(RefChoice, ASendOnlyRankTimesBlocksOfRunsAroundEachTrialOnly) {
+  RefChoice c;
+  c.configure(4 * kMiB, 0, true);
+  ASSERT_TRUE(c.active());
+  // One timed stretch: the draining run, then kSamples blocks; `us(i)` is
+  // run i's time within its block. Returns whether it went at the threshold.
+  auto stretch = [&](auto us) {
+    bool atThreshold = true;
+    c.beginRun();
+    EXPECT_TRUE(c.waitsForPeers());
+    atThreshold = c.atThreshold();
+    c.recordRun(99999, false);  // draining: not counted
+    for (int b = 0; b < RefChoice::kSamples; ++b)
+      for (int i = 0; i < RefChoice::kBlock; ++i) {
+        c.beginRun();
+        EXPECT_EQ(c.waitsForPeers(), i == RefChoice::kBlock - 1) << "block " << b << " run " << i;
+        EXPECT_EQ(c.atThreshold(), atThreshold);
+        c.recordRun(us(i), false);
+      }
+    return atThreshold;
+  };
+  // At the threshold every run takes 100; by value three run ahead (10)
+  // and the last waits for the peers (250): a mean of 70, cheaper.
+  EXPECT_TRUE(stretch([](int) { return 100.0; }));
+  EXPECT_FALSE(stretch([](int i) { return i == RefChoice::kBlock - 1 ? 250.0 : 10.0; }));
+  EXPECT_EQ(c.way(), 1);
+  // Until the next trial no run waits, and no time counts, however long.
+  for (uint32_t i = 0; i < RefChoice::kMinInterval; ++i) {
+    EXPECT_FALSE(c.beginRun());
+    EXPECT_FALSE(c.waitsForPeers());
+    EXPECT_FALSE(c.atThreshold());
+    c.recordRun(i % 2 ? 5000 : 1, false);
+  }
+  // Then by value is timed afresh (the wait now costs 400: a mean of 107.5)
+  // and the trial at the threshold (100) wins it back.
+  EXPECT_FALSE(stretch([](int i) { return i == RefChoice::kBlock - 1 ? 400.0 : 10.0; }));
+  EXPECT_TRUE(stretch([](int) { return 100.0; }));
+  EXPECT_EQ(c.way(), 0);
+  c.beginRun();
+  EXPECT_FALSE(c.waitsForPeers());
+  EXPECT_TRUE(c.atThreshold());
 }
 
 TEST(RefChoice, OpeningTrialSwitchesToTheCheaperWay) {
