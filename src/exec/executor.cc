@@ -9,35 +9,6 @@
 #include "mem/shared_alloc.h"
 
 namespace ferry {
-namespace {
-
-constexpr size_t kBlock = 8192;  // a multiple of every element size
-
-void copyOut(bool pastCache, char* dst, const char* src, size_t bytes) {
-  if (pastCache) {
-    kernels::copyPastCache(dst, src, bytes);
-  } else {
-    std::memcpy(dst, src, bytes);
-  }
-}
-
-// dst = dst2 = src in one pass over src: block by block, so the second copy
-// reads what the first just wrote from L1 instead of the whole piece again
-// from farther away (src is a FIFO slot another core wrote). dst2 (a send
-// slot) may be null.
-void copyTwice(char* dst, char* dst2, bool pastCache, const char* src, size_t bytes) {
-  if (!dst2) {
-    if (dst != src) std::memcpy(dst, src, bytes);
-    return;
-  }
-  for (size_t off = 0; off < bytes; off += kBlock) {
-    size_t n = std::min(kBlock, bytes - off);
-    std::memcpy(dst + off, src + off, n);
-    copyOut(pastCache, dst2 + off, dst + off, n);
-  }
-}
-
-}  // namespace
 
 Executor::Executor(Schedule schedule, std::vector<void*> buffers, size_t elemSize,
                    ReduceSpec reduce, ExecOptions options)
@@ -201,14 +172,12 @@ const std::vector<int>& Executor::activePeers() const {
   }
   if (waitPeers_ && lanesDone_ == lanes_.size())
     for (int p : checkPeers_)
-      if (check_[p].sendBytes > 0 && !conns_[p]->sendsConsumed()) peers.push_back(p);
+      if (!tookAll(p)) peers.push_back(p);
   return peers;
 }
 
-bool Executor::peersTookAll() {
-  for (int p : checkPeers_)
-    if (check_[p].sendBytes > 0 && !conns_[p]->sendsConsumed()) return false;
-  return true;
+bool Executor::tookAll(int peer) const {
+  return check_[peer].sendBytes == 0 || conns_[peer]->sendsConsumed();
 }
 
 Status Executor::progressGeneral(bool* progressed) {
@@ -233,7 +202,8 @@ Status Executor::progressGeneral(bool* progressed) {
   for (auto it = refConns_.begin(); it != refConns_.end();)
     it = (*it)->sendsDrained() ? refConns_.erase(it) : std::next(it);
   if (lanesDone_ < lanes_.size() || !refConns_.empty()) return Status::ok();
-  if (waitPeers_ && !peersTookAll()) return Status::ok();
+  if (waitPeers_ && !std::all_of(checkPeers_.begin(), checkPeers_.end(), [this](int p) { return tookAll(p); }))
+    return Status::ok();
   for (Connection* c : pushConns_)
     if (!c->sendsFlushed()) return Status::ok();
   done_ = true;
@@ -312,7 +282,7 @@ Status Executor::doCopy(const Step& s) {
     // it would only evict, and non-temporal stores skip reading the
     // destination first (2-rank windows, 16-64 MiB: AllGather 0.59-0.72 of
     // the time, AlltoAll 0.80-0.85, Gather 0.88-0.92; perf/README.md).
-    copyOut(s.bytes >= opt_.streamCopyBytes, dst, src, s.bytes);
+    kernels::copyOut(s.bytes >= opt_.streamCopyBytes, dst, src, s.bytes);
   }
   return Status::ok();
 }
@@ -380,7 +350,7 @@ Status Executor::doSend(LaneState& st, const Step& s, bool* progressed) {
       if (scales(s)) {
         kernels::scale(dst, src, elems(k), reduce_.dtype, reduce_.scalar);
       } else {
-        copyOut(pastCache(slot, k), dst, src, k);
+        kernels::copyOut(pastCache(slot, k), dst, src, k);
       }
       FERRY_TRY(commitSlot(s.sendPeer, c, k));
       // Our own copy while the peer reads the slot, from the cache the
@@ -451,47 +421,12 @@ Status Executor::doRecv(LaneState& st, const Step& s, bool* progressed) {
     FERRY_ASSIGN(const char* in, pieceData(st, c, k, dst));
     // A step larger than its share of the cache: its output goes past it
     // too, piece by piece (doCopy says why).
-    if (in != dst) copyOut(s.bytes >= opt_.streamCopyBytes, dst, in, k);
+    if (in != dst) kernels::copyOut(s.bytes >= opt_.streamCopyBytes, dst, in, k);
     FERRY_TRY(consume(st, c, k));
     st.recvOff += k;
     *progressed = true;
   }
   return Status::ok();
-}
-
-void Executor::reduceInto(void* dst, void* dst2, const void* in, const void* local, size_t bytes,
-                          bool scale) {
-  size_t n = elems(bytes);
-  if (scale) {
-    kernels::reduceScaled(dst, dst2, in, local, n, reduce_.dtype, reduce_.scalar);
-  } else {
-    kernels::reduce2(dst, dst2, in, local, n, reduce_.dtype, reduce_.op);
-  }
-}
-
-// slot = in OP local (and dst, unless null), block by block: the reduction's
-// stores go to this core's memory, and each block into the slot past the
-// cache (SlotWrites chose that way for this run).
-void Executor::reduceToSlot(char* slot, char* dst, const char* in, const char* local, size_t bytes,
-                            bool scale) {
-  alignas(64) char block[kBlock];
-  for (size_t off = 0; off < bytes; off += kBlock) {
-    size_t n = std::min(kBlock, bytes - off);
-    char* out = dst ? dst + off : block;
-    reduceInto(out, nullptr, in + off, local + off, n, scale);
-    kernels::copyPastCache(slot + off, out, n);
-  }
-}
-
-// Forward k bytes of the current piece as a reference to our copy of it?
-// Only when the piece itself came as a reference. A piece that came through
-// a FIFO slot goes on through the next one: we read the slot anyway, writing
-// a second copy in the same pass is cheaper than the next rank's
-// cross-memory read (a syscall plus pinning every page; 4 ranks on 2 cores:
-// ring AllReduce 1-4 MiB ~10% and 8-32 MiB ~20% faster by value).
-bool Executor::forwardsRef(const LaneState& st, int peer, Connection* c, size_t k) {
-  return st.piece.isRef && opt_.allowRefs && k >= opt_.mappedRefThreshold && c->supportsRef() &&
-         mayRef(peer);
 }
 
 // Cross-memory attach reads ~12 GB/s here (a kernel copy plus pinning every
@@ -503,103 +438,6 @@ bool Executor::refSized(const void* src, size_t k, bool mappedOnly) const {
   if (k >= opt_.refThreshold && !mappedOnly && refChoice_.atThreshold()) return true;
   mem::SharedRange range;
   return k >= opt_.mappedRefThreshold && mem::lookupShared(src, k, &range);
-}
-
-// RecvReduceSend, RecvReduceCopy and RecvReduceCopySend: out = in OP local.
-// RecvReduceCopySend forwards its result as a reference to dst when the
-// piece came as one (forwardsRef), so the next rank copies it straight into
-// its output; otherwise the reduction writes dst and the slot in one pass.
-Status Executor::doReduceStep(LaneState& st, const Step& s, bool* progressed) {
-  Connection* rc = conns_[s.recvPeer];
-  Connection* sc = s.sendPeer >= 0 ? conns_[s.sendPeer] : nullptr;
-  bool copies = s.kind != StepKind::kRecvReduceSend;
-  while (st.sendOff < s.bytes) {
-    FERRY_ASSIGN(bool have, havePiece(st, s.recvPeer, s.bytes - st.sendOff));
-    if (!have) return Status::ok();
-    SendSlot slot;
-    if (sc) {
-      FERRY_TRY(sc->trySend(&slot));
-      if (!slot.data) return Status::ok();
-    }
-    size_t k = st.piece.size - st.consumed;
-    if (st.piece.isRef) {
-      if (temp_.empty()) temp_.resize(opt_.tempBytes);
-      k = std::min(k, floorElems(temp_.size()));
-    }
-    // Forward by value what arrived by value (forwardsRef).
-    bool byRef = sc && copies && forwardsRef(st, s.sendPeer, sc, k);
-    char* sdata = nullptr;
-    if (sc && !byRef) {
-      size_t cap = 0;
-      sdata = payload(s.sendPeer, slot, &cap);
-      k = std::min(k, floorElems(cap));
-    }
-    FERRY_ASSIGN(const char* in, pieceData(st, rc, k, temp_.data()));
-    const char* local = ptr(s.src) + st.sendOff;
-    char* out = copies ? ptr(s.dst) + st.sendOff : sdata;
-    bool past = sc && !byRef && pastCache(slot, k);
-    if (past && !divides(s)) {
-      reduceToSlot(sdata, copies ? out : nullptr, in, local, k, scales(s));
-    } else {
-      bool fused = sc && copies && !byRef && !divides(s);  // write dst and the slot in one pass
-      reduceInto(out, fused ? sdata : nullptr, in, local, k, scales(s));
-      if (divides(s)) kernels::divide(out, out, elems(k), reduce_.dtype, reduce_.divisor);
-      if (copies && sc && !byRef && !fused) copyOut(past, sdata, out, k);
-    }
-    FERRY_TRY(consume(st, rc, k));
-    if (byRef) {
-      bool accepted = false;
-      FERRY_TRY(sc->sendRef(out, k, &accepted));
-      if (!accepted) return internalError("send slot vanished while forwarding");
-      refConns_.insert(sc);
-    } else if (sc) {
-      FERRY_TRY(commitSlot(s.sendPeer, sc, k));
-    }
-    st.sendOff += k;
-    *progressed = true;
-  }
-  return Status::ok();
-}
-
-// RecvCopySend: dst = in; forward it (as a reference to dst when the piece
-// came as one, see forwardsRef).
-Status Executor::doCopySend(LaneState& st, const Step& s, bool* progressed) {
-  Connection* rc = conns_[s.recvPeer];
-  Connection* sc = conns_[s.sendPeer];
-  while (st.sendOff < s.bytes) {
-    FERRY_ASSIGN(bool have, havePiece(st, s.recvPeer, s.bytes - st.sendOff));
-    if (!have) return Status::ok();
-    SendSlot slot;
-    FERRY_TRY(sc->trySend(&slot));
-    if (!slot.data) return Status::ok();
-    size_t k = st.piece.size - st.consumed;
-    if (st.piece.isRef) k = std::min(k, floorElems(opt_.refChunk));
-    bool byRef = forwardsRef(st, s.sendPeer, sc, k);
-    char* sdata = nullptr;
-    if (!byRef) {
-      size_t cap = 0;
-      sdata = payload(s.sendPeer, slot, &cap);
-      k = std::min(k, floorElems(cap));
-    }
-    char* dst = ptr(s.dst) + st.sendOff;
-    FERRY_ASSIGN(const char* in, pieceData(st, rc, k, dst));
-    if (byRef) {
-      if (in != dst) std::memcpy(dst, in, k);
-      bool accepted = false;
-      FERRY_TRY(sc->sendRef(dst, k, &accepted));
-      if (!accepted) return internalError("send slot vanished while forwarding");
-      refConns_.insert(sc);
-    } else {
-      bool past = pastCache(slot, k);
-      copyTwice(dst, in != dst ? sdata : nullptr, past, in, k);
-      if (in == dst) copyOut(past, sdata, dst, k);
-      FERRY_TRY(commitSlot(s.sendPeer, sc, k));
-    }
-    FERRY_TRY(consume(st, rc, k));
-    st.sendOff += k;
-    *progressed = true;
-  }
-  return Status::ok();
 }
 
 }  // namespace ferry

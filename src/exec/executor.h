@@ -170,8 +170,8 @@ class Executor {
   // mappedOnly (Step::mappedRefOnly) only if the peer maps them.
   bool refSized(const void* src, size_t k, bool mappedOnly) const;
   void endRun() { refChoice_.endRun(slotWrites_.endRun()); }
-  // Every peer we send to has taken every piece (RefChoice::waitsForPeers).
-  bool peersTookAll();
+  // The peer has taken every piece we sent it (RefChoice::waitsForPeers).
+  bool tookAll(int peer) const;
   // Receive side: verify and skip the peer's descriptor in a new piece.
   Status takeDescriptor(LaneState& st, int peer);
   Status advanceLane(size_t lane, bool* progressed, bool sendsOnly = false);

@@ -38,6 +38,14 @@ bool haveAvx512() {
 
 }  // namespace
 
+void copyOut(bool pastCache, void* dst, const void* src, size_t n) {
+  if (pastCache) {
+    copyPastCache(dst, src, n);
+  } else {
+    std::memcpy(dst, src, n);
+  }
+}
+
 void copyPastCache(void* dst, const void* src, size_t n) {
 #if defined(__x86_64__)
   char* d = static_cast<char*>(dst);

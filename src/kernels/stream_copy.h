@@ -21,6 +21,9 @@ namespace ferry::kernels {
 // any later store (e.g. a ring's release of its tail) is. Elsewhere memcpy.
 void copyPastCache(void* dst, const void* src, size_t n);
 
+// dst = src, past the cache (copyPastCache) when pastCache, else memcpy.
+void copyOut(bool pastCache, void* dst, const void* src, size_t n);
+
 // A choice between two ways of doing the same work, from their measured
 // costs: the way in use is measured every time (an average), the other on
 // trial now and then: kTrialCalls calls in a row, of which only the last
