@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "core/config.h"
+
 namespace ferry::mem {
 namespace {
 
@@ -91,6 +93,15 @@ PeerMapping& PeerMapping::operator=(PeerMapping&& o) noexcept {
   return *this;
 }
 
+void touchPages(const void* p, size_t bytes) {
+  int64_t most = config::getInt(config::Param::kPrefaultBytes);
+  if (most <= 0 || bytes > static_cast<uint64_t>(most)) return;
+  const auto* c = static_cast<const volatile char*>(p);
+  char sum = 0;
+  for (size_t o = 0; o < bytes; o += pageSize()) sum = static_cast<char>(sum + c[o]);
+  asm volatile("" ::"r"(sum));  // the reads are volatile; this only quiets "unused"
+}
+
 PeerMapping::~PeerMapping() {
   if (base_) munmap(base_, mapped_);
 }
@@ -110,6 +121,7 @@ Result<PeerMapping> PeerMapping::map(pid_t pid, int fd, size_t fileOffset, size_
   m.base_ = p;
   m.mapped_ = len;
   m.data_ = static_cast<char*>(p) + (fileOffset - start);
+  touchPages(p, len);
   return m;
 }
 

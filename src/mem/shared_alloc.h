@@ -34,6 +34,14 @@ Status freeShared(void* p);
 // Whether [p, p + bytes) lies inside one shared allocation, and where.
 bool lookupShared(const void* p, size_t bytes, SharedRange* out);
 
+// Reads one byte of every page of [p, p + bytes) when the range is at most
+// FERRY_PREFAULT_BYTES, so this process' first access to each page is paid
+// now, where the caller maps memory a local peer shares, rather than in
+// the first operations that use it. Filling the page tables is not enough
+// (MAP_POPULATE): on a VM the first access of each process to each page can
+// still cost microseconds (perf/README.md, "First access to shared pages").
+void touchPages(const void* p, size_t bytes);
+
 // A peer's range mapped into this process (unmapped by the destructor).
 class PeerMapping {
  public:
@@ -44,7 +52,8 @@ class PeerMapping {
   PeerMapping& operator=(PeerMapping&& o) noexcept;
   ~PeerMapping();
 
-  // Maps `bytes` at `fileOffset` of process `pid`'s file descriptor `fd`.
+  // Maps `bytes` at `fileOffset` of process `pid`'s file descriptor `fd`
+  // (touchPages'd).
   static Result<PeerMapping> map(pid_t pid, int fd, size_t fileOffset, size_t bytes);
   char* data() const { return data_; }
 

@@ -96,6 +96,7 @@ class ShmConnection : public Connection {
   size_t recvLen_ = 0;   // bytes of the record tryRecv showed
   size_t streamFrom_;    // FERRY_SHM_STREAM_BYTES (SendSlot::streamFrom)
   bool probed_ = false;
+  bool outTouched_ = false, inTouched_ = false;  // mem::touchPages'd at first use
   mutable bool refsOk_ = false;
   std::map<uint64_t, mem::PeerMapping> maps_;  // allocId -> mapping (bounded)
   bool mapFailed_ = false;                     // stop trying after the first failure
