@@ -11,10 +11,12 @@
 // chosen per operation".
 //
 // So each executor whose runs send at least kTimedBytes in pieces above the
-// reference threshold chooses for itself from its runs' times (128 KiB: a
+// reference threshold chooses for itself from its runs' times (64 KiB, the
+// threshold's own default on a host whose ranks outnumber its cores: a
 // 4-rank AlltoAll, SendRecv, AllGather or AllReduce of 256 KiB-1 MiB on 2
-// cores, whose pieces go by reference from 64 KiB, took 0.45-0.79x the time
-// once it chose, with 1 MiB it could not; perf/README.md): way 0 is the
+// cores took 0.45-0.79x the time once it chose, with a 1 MiB floor it could
+// not, and a 64 KiB SendRecv 0.53x, with a 128 KiB floor it could not;
+// perf/README.md): way 0 is the
 // threshold (FERRY_CMA_THRESHOLD's default), way 1 sends every piece of
 // ordinary memory by value. Memory a peer maps (ncclMemAlloc) always goes by
 // reference from its own threshold, and a FERRY_CMA_THRESHOLD the user set
@@ -37,7 +39,7 @@ namespace ferry {
 
 class RefChoice {
  public:
-  static constexpr size_t kTimedBytes = size_t(128) << 10;
+  static constexpr size_t kTimedBytes = size_t(64) << 10;
   static constexpr int kSamples = 3;
   static constexpr int kBlock = 4;  // runs per sample of a rank that only sends
   static constexpr uint32_t kMinInterval = 16, kMaxInterval = 1024;
