@@ -35,9 +35,10 @@ Status freeShared(void* p);
 bool lookupShared(const void* p, size_t bytes, SharedRange* out);
 
 // Reads one byte of every page of [p, p + bytes) when the range is at most
-// FERRY_PREFAULT_BYTES, so this process' first access to each page is paid
-// now, where the caller maps memory a local peer shares, rather than in
-// the first operations that use it. Filling the page tables is not enough
+// FERRY_PREFAULT_BYTES, so this process' first access to each page of memory
+// a local peer shares is paid at one chosen moment (PeerMapping::map, a shm
+// ring direction's first use) rather than piece by piece in the operations
+// that follow. Filling the page tables is not enough
 // (MAP_POPULATE): on a VM the first access of each process to each page can
 // still cost microseconds (perf/README.md, "First access to shared pages").
 void touchPages(const void* p, size_t bytes);
