@@ -67,15 +67,22 @@ void RefChoice::recordRun(double us, bool otherTrial) {
   }
 }
 
+uint32_t RefChoice::intervalFor(double ratio, uint32_t floor) {
+  if (!(ratio > 1)) ratio = 1;  // also NaN (two zero medians)
+  double cost = (kSamples + 1) * (ratio - 1) / kTrialShare;  // in runs of the cheaper way
+  double runs = std::clamp<double>(std::max<double>(floor, cost), kMinInterval, kMaxInterval);
+  return static_cast<uint32_t>(runs);
+}
+
 void RefChoice::judge() {
   double other = trial_.median(), mine = used_.median();
   int was = mode_;
   if (other < kMargin * mine) {
     mode_ = 1 - mode_;
     used_ = trial_;
-    interval_ = kMinInterval;
+    interval_ = intervalFor(mine / other, kMinInterval);
   } else {
-    interval_ = std::clamp<uint32_t>(interval_ * 2, kMinInterval, kMaxInterval);
+    interval_ = intervalFor(other / mine, interval_ * 2);
   }
   FERRY_INFO(log::kColl, "reference choice (%s, %zu bytes by reference at the threshold): %s %.1f us "
               "against %s %.1f us; %s, next trial in %u runs", label_, bytes_,

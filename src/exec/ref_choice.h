@@ -26,7 +26,14 @@
 // judged by the median of kSamples runs, after one run that pays for the
 // state the other way left behind, and the other way must be kMargin
 // cheaper to take over. A trial that loses waits twice as long for the
-// next (kMinInterval .. kMaxInterval runs). Ranks choose alone; they run the
+// next (kMinInterval .. kMaxInterval runs), and longer when the losing way
+// costs far more: a trial's kSamples + 1 runs of the dearer way may cost at
+// most kTrialShare of the runs until the next (after a switch too, where
+// the way left behind is the dearer one). At 4 ranks on 2 cores a 256 KiB
+// Send/Recv ran 16-63 us per run by value and 108-359 us at the threshold:
+// trials every 16-64 runs made it 54-61 us per operation against 47-48
+// with every piece by value (perf/README.md, "Trials spaced by what they
+// cost"). Ranks choose alone; they run the
 // same executors in the same order, so their trials fall on the same runs,
 // and a mix of ways is still correct.
 #pragma once
@@ -44,6 +51,7 @@ class RefChoice {
   static constexpr int kBlock = 4;  // runs per sample of a rank that only sends
   static constexpr uint32_t kMinInterval = 16, kMaxInterval = 1024;
   static constexpr double kMargin = 0.95;
+  static constexpr double kTrialShare = 0.05;
 
   // `candidateBytes`: what a run sends in steps that may go by reference at
   // the threshold; `recvBytes`: what it receives; `adaptive`: choose (else
@@ -102,6 +110,9 @@ class RefChoice {
     double median() const;
   };
   void judge();
+  // The runs until the next trial when the dearer way took `ratio` times
+  // the other's (>= 1), at least `floor`.
+  static uint32_t intervalFor(double ratio, uint32_t floor);
 
   bool active_ = false;
   bool sendsOnly_ = false;  // configure: the run receives less than kTimedBytes

@@ -64,9 +64,10 @@ TEST(RefChoice, ASendOnlyRankTimesBlocksOfRunsAroundEachTrialOnly) {
     return atThreshold;
   };
   // At the threshold every run takes 100; by value three run ahead (10)
-  // and the last waits for the peers (250): a mean of 70, cheaper.
+  // and the last waits for the peers (310): a mean of 85, cheaper (by
+  // little enough that the next trial is kMinInterval runs away).
   EXPECT_TRUE(stretch([](int) { return 100.0; }));
-  EXPECT_FALSE(stretch([](int i) { return i == RefChoice::kBlock - 1 ? 250.0 : 10.0; }));
+  EXPECT_FALSE(stretch([](int i) { return i == RefChoice::kBlock - 1 ? 310.0 : 10.0; }));
   EXPECT_EQ(c.way(), 1);
   // Until the next trial no run waits, and no time counts, however long.
   for (uint32_t i = 0; i < RefChoice::kMinInterval; ++i) {
@@ -126,10 +127,28 @@ TEST(RefChoice, ALosingTrialKeepsTheWayAndWaitsLonger) {
   // Back at the threshold for kMinInterval runs (the first pays for the change).
   for (uint32_t i = 0; i < RefChoice::kMinInterval; ++i) EXPECT_TRUE(run(c, 100));
   // The next trial; it loses again, and the wait after it doubles.
-  for (int i = 0; i < 4; ++i) EXPECT_FALSE(run(c, 150));
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(run(c, 110));
   EXPECT_EQ(c.way(), 0);
   for (uint32_t i = 0; i < 2 * RefChoice::kMinInterval; ++i) EXPECT_TRUE(run(c, 100));
   EXPECT_FALSE(run(c, 100));  // the third trial begins
+}
+
+// A trial's kSamples + 1 runs of the dearer way may cost at most
+// kTrialShare of the runs until the next: a way 6x as dear is tried again
+// after 4 x 5 / 0.05 = 400 runs, not 16; after a switch, the way left
+// behind likewise.
+TEST(RefChoice, TrialsOfAFarDearerWayComeRarely) {
+  RefChoice c = active();
+  for (int i = 0; i < 4; ++i) run(c, 100);
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(run(c, 600));  // the opening trial loses 6x
+  EXPECT_EQ(c.way(), 0);
+  for (int i = 0; i < 400; ++i) EXPECT_TRUE(run(c, 100)) << "run " << i;
+  EXPECT_FALSE(run(c, 100));  // the next trial
+  for (int i = 0; i < 3; ++i) run(c, 20);  // it wins 5x: switched
+  EXPECT_EQ(c.way(), 1);
+  for (int i = 0; i < 320; ++i) EXPECT_FALSE(run(c, 20)) << "run " << i;
+  EXPECT_TRUE(run(c, 20));  // a trial of the threshold again
+  EXPECT_EQ(RefChoice::kMaxInterval, 1024u);  // and never more than this apart
 }
 
 TEST(RefChoice, OneSlowRunDoesNotDecide) {
